@@ -1,0 +1,346 @@
+"""The command line: the only place that prints or chooses an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from . import (
+    __version__,
+    clock,
+    config,
+    files,
+    orchestrator,
+    registry,
+    repo,
+    state,
+    tokens,
+    worker,
+)
+from . import plan as plan_mod
+from .errors import Busy, HarnessError, InvalidInput
+from .layout import Layout
+from .progress import Log
+
+_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    repo.env_without_git()
+    try:
+        code: int = args.func(args)
+        return code
+    except HarnessError as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("harness: interrupted", file=sys.stderr)
+        return 4
+    except Exception:
+        with tempfile.NamedTemporaryFile(
+            "w", prefix="harness-crash-", suffix=".log", delete=False
+        ) as fh:
+            traceback.print_exc(file=fh)
+        print(f"harness: internal error; crash log: {fh.name}", file=sys.stderr)
+        return 4
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _layout(args: argparse.Namespace) -> Layout:
+    start = Path(args.repo) if args.repo else Path.cwd()
+    return Layout(repo.find_root(start.resolve()))
+
+
+def _task_id(value: str) -> str:
+    if not _TASK_ID.match(value):
+        raise InvalidInput(f"task id {value!r}: use letters, digits, '.', '_' and '-'")
+    return value
+
+
+@contextmanager
+def _locked(layout: Layout, task_id: str, wait: bool) -> Iterator[None]:
+    """One harness per task at a time: the second one is busy (exit 3) unless it waits."""
+    orchestrator.ensure_tmp(layout)
+    path = layout.tmp / "locks" / f"{task_id}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path), timeout=-1 if wait else 0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise Busy(f"task {task_id} is busy: another harness holds {path}") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _record(task: orchestrator.Task) -> None:
+    """Commit the task's state (plan, checklist, log, exchanges) so a clone holds it all."""
+    if not task.events:
+        return
+    message = (
+        f"harness: record {task.task_id}\n\n"
+        f"Harness-Task: {task.task_id}\n"
+        f"Harness-Log-Head: {task.log.head}\n"
+    )
+    who = (task.config.name, task.config.email)
+    task.git.record(
+        task.layout.record_paths(task.task_id),
+        message,
+        who,
+        task.events[-1]["ts"],
+        task.tmp("record.index"),
+    )
+
+
+def _short(value: str | None) -> str:
+    return value[:12] if value else "-"
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    made = []
+    for path, data in (
+        (layout.config, config.DEFAULT_TEXT.encode()),
+        (layout.registry, files.pretty(registry.DEFAULT)),
+        (layout.tokens, files.pretty(tokens.DEFAULT)),
+    ):
+        if not path.exists():
+            files.atomic_write(path, data)
+            made.append(path.relative_to(layout.root).as_posix())
+    orchestrator.ensure_tmp(layout)
+    print("created " + ", ".join(made) if made else "nothing to do: ai/ is already set up")
+    return 0
+
+
+def cmd_tokens_issue(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    token_id = tokens.issue(
+        layout.tokens, layout.root, args.paths, args.ttl, args.one_shot, clock.from_env().now()
+    )
+    print(token_id)
+    return 0
+
+
+def cmd_tokens_list(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    now = clock.from_env().now()
+    for token in tokens.load(layout.tokens, layout.root):
+        why = token.usable_at(now)
+        shot = "one-shot" if token.one_shot else "reusable"
+        print(f"{token.id}\t{' '.join(token.paths)}\t{token.expires}\t{shot}\t{why or 'usable'}")
+    return 0
+
+
+def cmd_tokens_revoke(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    tokens.revoke(layout.tokens, layout.root, args.token_id)
+    print(f"revoked {args.token_id}")
+    return 0
+
+
+def cmd_plan_validate(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    task_id = _task_id(args.task_id)
+    plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
+    agents = registry.load(layout.registry, layout.root)
+    known = tokens.load(layout.tokens, layout.root)
+    now = clock.from_env().now()
+    problems = []
+    for sub in plan.subtasks:
+        if registry.route(agents, sub.role, sub.agent) is None:
+            who = f"agent {sub.agent!r}" if sub.agent else f"no agent takes role {sub.role!r}"
+            problems.append(f"{sub.id}: {who} not in the registry")
+        _, why = tokens.select(known, sub.token, [*sub.write_scope, *sub.creates], now)
+        if why is not None:
+            problems.append(f"{sub.id}: {why}")
+    for line in problems:
+        print(f"{layout.plan(task_id).relative_to(layout.root)}: {line}", file=sys.stderr)
+    if problems:
+        return 2
+    order = " -> ".join(s.id for s in plan_mod.order(plan))
+    print(f"plan {task_id} is valid: {len(plan.subtasks)} subtasks, order {order}")
+    return 0
+
+
+def cmd_plan_show(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    task_id = _task_id(args.task_id)
+    plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
+    for sub in plan_mod.order(plan):
+        deps = f" after {', '.join(sub.depends_on)}" if sub.depends_on else ""
+        print(f"{sub.id}\t{sub.role}\t{sub.goal}{deps}")
+    return 0
+
+
+def _step(args: argparse.Namespace, loop: bool) -> int:
+    layout = _layout(args)
+    task_id = _task_id(args.task_id)
+    with _locked(layout, task_id, args.wait):
+        task = orchestrator.Task.load(layout, task_id, clock.from_env())
+        try:
+            while True:
+                done = orchestrator.step(task)
+                if done is None:
+                    print(f"task {task_id} complete")
+                    return 0
+                finished = state.done(task.events)[done]["details"]
+                print(f"{done}\tdone\t{_short(finished['commit'])}\t{_short(finished['call_id'])}")
+                if not loop:
+                    return 0
+                sys.stdout.flush()
+        finally:
+            _record(task)
+
+
+def cmd_next(args: argparse.Namespace) -> int:
+    return _step(args, loop=False)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return _step(args, loop=True)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    task_id = _task_id(args.task_id)
+    plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
+    log = Log(layout.log(task_id), task_id, clock.from_env())
+    rows = []
+    for sub in plan_mod.order(plan):
+        mine = [ev for ev in log.events if ev.get("step") == sub.id]
+        invoked = [ev for ev in mine if ev["event"] == "subagent_invoked"]
+        applied = [ev for ev in mine if ev["event"] == "subagent_diffs_applied"]
+        rows.append(
+            {
+                "id": sub.id,
+                "role": sub.role,
+                "status": state.subtask_status(log.events, sub.id),
+                "commit": applied[-1]["details"]["commit"] if applied else None,
+                "call_id": invoked[-1]["details"]["call_id"] if invoked else None,
+            }
+        )
+    block = state.blocker(log.events)
+    if args.json:
+        blocked = None if block is None else {"step": block.get("step"), "error": block.get("error")}
+        doc = {"task_id": task_id, "blocked": blocked, "subtasks": rows,
+               "complete": state.has(log.events, "task_completed")}  # fmt: skip
+        sys.stdout.write(files.pretty(doc).decode())
+        return 0
+    for row in rows:
+        print(f"{row['id']}\t{row['role']}\t{row['status']}\t{_short(row['commit'])}"
+              f"\t{_short(row['call_id'])}")  # fmt: skip
+    if block is not None:
+        print(f"blocked at {block.get('step')}: {block.get('error')}")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    task_id = _task_id(args.task_id)
+    with _locked(layout, task_id, args.wait):
+        task = orchestrator.Task.load(layout, task_id, clock.from_env())
+        block = state.blocker(task.events)
+        if block is None:
+            raise InvalidInput(f"task {task_id} is not blocked")
+        task.log.append(
+            "blocker_resolved", "ok", step=block.get("step"), details={"reason": args.reason}
+        )
+        _record(task)
+    print(f"task {task_id} resumed at {block.get('step')}")
+    return 0
+
+
+def cmd_registry_check(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="harness-home-") as home:
+        for agent in registry.load(layout.registry, layout.root):
+            try:
+                version = registry.probe(agent, layout.root, worker.env_for(agent, Path(home)))
+                print(f"{agent.id}\tok\t{version}\t{agent.version}")
+            except HarnessError as exc:
+                failed += 1
+                print(f"{agent.id}\tFAIL\t{exc}")
+    return 1 if failed else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from . import demo
+
+    return demo.run(Path(args.dir) if args.dir else None, main)
+
+
+# -- parser ---------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness", description="Deterministic orchestrator for AI coding agents."
+    )
+    parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--repo", help="repository root (default: the enclosing git repository)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, func: Callable[[argparse.Namespace], int], helptext: str,
+            into: argparse._SubParsersAction[argparse.ArgumentParser] = sub
+            ) -> argparse.ArgumentParser:  # fmt: skip
+        p = into.add_parser(name, parents=[common], help=helptext, description=helptext)
+        p.set_defaults(func=func)
+        return p
+
+    add("init", cmd_init, "create ai/harness.toml, the registry and the token store if missing")
+
+    tok = sub.add_parser("tokens", help="write tokens").add_subparsers(dest="sub", required=True)
+    p = add("issue", cmd_tokens_issue, "issue a write token for path globs", tok)
+    p.add_argument("--paths", nargs="+", required=True)
+    p.add_argument("--ttl", required=True, help="lifetime, e.g. 30m, 2h, 1d")
+    p.add_argument("--one-shot", action="store_true")
+    add("list", cmd_tokens_list, "list write tokens", tok)
+    add("revoke", cmd_tokens_revoke, "revoke a write token", tok).add_argument("token_id")
+
+    pl = sub.add_parser("plan", help="plans").add_subparsers(dest="sub", required=True)
+    add("validate", cmd_plan_validate, "check a plan", pl).add_argument("task_id")
+    add("show", cmd_plan_show, "print a plan in run order", pl).add_argument("task_id")
+
+    for name, func, helptext in (
+        ("next", cmd_next, "run the next ready subtask, end to end"),
+        ("run", cmd_run, "run subtasks until the task completes or halts"),
+    ):
+        p = add(name, func, helptext)
+        p.add_argument("task_id")
+        p.add_argument("--wait", action="store_true", help="wait for the task's lock")
+    p = add("status", cmd_status, "per subtask: status, commit, call_id")
+    p.add_argument("task_id")
+    p.add_argument("--json", action="store_true")
+    p = add("resume", cmd_resume, "record that a human resolved the task's blocker")
+    p.add_argument("task_id")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--wait", action="store_true")
+
+    reg = sub.add_parser("registry", help="agents").add_subparsers(dest="sub", required=True)
+    add("check", cmd_registry_check, "check each agent's launcher and version", reg)
+
+    p = add("demo", cmd_demo, "run a sample task offline with the scripted worker")
+    p.add_argument("--dir", help="where to build the sample repository (default: a temp dir)")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,408 @@
+"""The diff gate: accept a worker's per-file patches only when every rule holds; never repair."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from unidiff.patch import PatchSet
+
+from harness.errors import Halted
+from harness.scope import matches
+
+OWNED_PREFIX = "ai/"
+
+# Dependency manifests and lock files of the common ecosystems, at any depth.
+_MANIFEST_NAMES = (
+    "pyproject.toml setup.py setup.cfg requirements*.txt requirements*.in constraints*.txt"
+    " Pipfile Pipfile.lock poetry.lock uv.lock environment.yml package.json package-lock.json"
+    " yarn.lock pnpm-lock.yaml Cargo.toml Cargo.lock go.mod go.sum Gemfile Gemfile.lock pom.xml"
+    " build.gradle build.gradle.kts composer.json"
+)
+DEFAULT_MANIFESTS: tuple[str, ...] = tuple(f"**/{name}" for name in _MANIFEST_NAMES.split())
+
+Kind = Literal["add", "modify", "delete", "rename"]
+
+
+@dataclass(frozen=True)
+class Rules:
+    write_scope: tuple[str, ...]
+    token_paths: tuple[str, ...]
+    readonly: tuple[str, ...]
+    creates: tuple[str, ...]
+    cited: frozenset[str]
+    manifests: tuple[str, ...]
+    no_new_deps: bool
+    special: frozenset[str] = frozenset()
+    allow_mode_change: bool = False
+    max_bytes: int = 1_000_000
+    max_files: int = 100
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: Kind
+    path: str
+    old_path: str | None
+    patch: str
+
+
+class DiffRefused(Halted):
+    """A worker diff broke a rule, so none of the batch may be applied."""
+
+    def __init__(self, reason: str, file: str | None = None, index: int | None = None) -> None:
+        self.reason = reason
+        self.file = file
+        self.index = index
+        shown = None if file is None else repr(file)[1:-1][:120]
+        super().__init__(f"diff {index} ({shown}): {reason}")
+
+
+@dataclass
+class _Header:
+    git: list[tuple[str, str]] | None = None  # every a/ b/ split of `diff --git` that parses
+    old: str | None = None  # `---` path without prefix; None for /dev/null
+    new: str | None = None
+    has_files: bool = False  # saw a complete ---/+++ pair
+    modes: dict[str, str] = field(default_factory=dict)
+    rename: dict[str, str] = field(default_factory=dict)
+    similarity: int | None = None
+
+    def paths(self) -> list[str]:
+        pairs = self.git or []
+        found = [p for pair in pairs for p in pair] + list(self.rename.values())
+        return found + [p for p in (self.old, self.new) if p is not None]
+
+
+_HUNK = re.compile(r"@@ -\d{1,9}(?:,(\d{1,9}))? \+\d{1,9}(?:,(\d{1,9}))? @@(?: .*)?")
+_MODE = re.compile(r"(old mode|new mode|new file mode|deleted file mode) (\d{6})")
+_INDEX = re.compile(r"index [0-9a-f]{4,64}\.\.[0-9a-f]{4,64}(?: (\d{6}))?")
+_SIMILARITY = re.compile(r"similarity index (\d{1,3})%")
+_RENAME = re.compile(r"rename (from|to) (.+)")
+_SPECIAL_MODE = re.compile(r"(?:(?:old|new|new file|deleted file) mode|index \S+) (1[26]0000)")
+_DRIVE = re.compile(r"[A-Za-z]:")
+_REGULAR, _EXECUTABLE = "100644", "100755"
+# Categories that never belong in a path: controls, format chars (bidi overrides,
+# zero-width joiners that HFS+ ignores), surrogates, private/unassigned, line separators.
+_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def check(diffs: Sequence[Mapping[str, object]], rules: Rules) -> list[Change]:
+    """Return the changes in input order, or raise DiffRefused for the first problem."""
+    if diffs and not rules.token_paths:
+        raise DiffRefused("no write token")
+    if len(diffs) > rules.max_files:
+        raise DiffRefused(f"too many files ({len(diffs)} > {rules.max_files})")
+    entries = [_fields(index, entry) for index, entry in enumerate(diffs)]
+    size = sum(len(patch.encode("utf-8", "surrogatepass")) for _, patch in entries)
+    if size > rules.max_bytes:
+        raise DiffRefused(f"diff too large ({size} > {rules.max_bytes} bytes)")
+    changes: list[Change] = []
+    seen: set[str] = set()
+    for index, (file, patch) in enumerate(entries):
+        try:
+            change = _check_one(file, patch, rules)
+            for path in _ends(change):
+                if _fold(path) in seen:
+                    raise DiffRefused("duplicate path across entries")
+                seen.add(_fold(path))
+        except DiffRefused as bad:
+            # helpers refuse without context; attach which entry it was
+            raise DiffRefused(bad.reason, file, index) from None
+        changes.append(change)
+    return changes
+
+
+def _fields(index: int, entry: object) -> tuple[str, str]:
+    if not isinstance(entry, Mapping):
+        raise DiffRefused("entry is not an object", None, index)
+    file, patch = entry.get("file"), entry.get("patch")
+    shown = file if isinstance(file, str) else None
+    if file is None or patch is None:
+        raise DiffRefused("missing file or patch field", shown, index)
+    if not isinstance(file, str) or not isinstance(patch, str):
+        raise DiffRefused("file or patch is not a string", shown, index)
+    return file, patch
+
+
+def _check_one(file: str, patch: str, rules: Rules) -> Change:
+    if "\0" in patch:
+        raise DiffRefused("NUL byte in patch")
+    if not patch.strip():
+        raise DiffRefused("empty patch")
+    if not patch.endswith("\n"):
+        raise DiffRefused("truncated patch (no final newline)")
+    lines = patch[:-1].split("\n")
+    start = next((n for n, line in enumerate(lines) if line.startswith("@@")), len(lines))
+    head, body = lines[:start], lines[start:]
+    _scan_dangerous(head)
+    header = _parse_header(head)
+    change = _resolve(header, file, patch, has_body=bool(body))
+    hunks = _walk_hunks(body)
+    if hunks == 0 and not (change.kind == "rename" and header.similarity == 100):
+        raise DiffRefused("no hunks")
+    _cross_check(patch, hunks)
+    _check_modes(header.modes, rules.allow_mode_change)
+    _check_policy(change, rules)
+    return change
+
+
+def _scan_dangerous(head: list[str]) -> None:
+    # Runs before structural parsing so these get their own reason wherever they sit.
+    for line in head:
+        if line.startswith(("GIT binary patch", "Binary files ", "Binary file ")):
+            raise DiffRefused("binary patch")
+        special = _SPECIAL_MODE.match(line)
+        if special:
+            raise DiffRefused("symlink mode" if special[1] == "120000" else "gitlink mode")
+        if line.startswith(("copy from ", "copy to ")):
+            raise DiffRefused("copy header")
+
+
+def _parse_header(head: list[str]) -> _Header:
+    header = _Header()
+    stage = 0  # 0: extended headers, 1: after ---, 2: after +++
+    for n, line in enumerate(head):
+        if line.startswith("diff --git "):
+            if n:
+                raise DiffRefused("more than one file in entry")
+            _no_control(line)
+            header.git = _git_pairs(line[len("diff --git ") :])
+        elif line.startswith("--- ") and stage == 0:
+            header.old, stage = _strip(line[4:], "a/"), 1
+        elif line.startswith("+++ ") and stage == 1:
+            header.new, stage = _strip(line[4:], "b/"), 2
+        elif line.startswith("--- "):
+            raise DiffRefused("more than one file in entry")
+        elif stage or header.git is None:
+            _no_control(line)
+            raise DiffRefused("unknown header line")
+        else:
+            _extended(header, line)
+    if stage == 1:
+        raise DiffRefused("--- without +++ header")
+    header.has_files = stage == 2
+    return header
+
+
+def _extended(header: _Header, line: str) -> None:
+    _no_control(line)
+    if mode := _MODE.fullmatch(line):
+        header.modes[mode[1]] = mode[2]
+    elif index := _INDEX.fullmatch(line):
+        if index[1]:
+            header.modes.setdefault("index", index[1])
+    elif similarity := _SIMILARITY.fullmatch(line):
+        header.similarity = int(similarity[1])
+    elif rename := _RENAME.fullmatch(line):
+        if rename[2].startswith('"'):
+            raise DiffRefused("quoted path")
+        header.rename[rename[1]] = rename[2]
+    else:
+        raise DiffRefused("unknown header line")
+
+
+def _no_control(text: str) -> None:
+    if _has_bad_char(text):
+        raise DiffRefused("control character in header")
+
+
+def _has_bad_char(text: str) -> bool:
+    return any(unicodedata.category(char) in _BAD_CATEGORIES for char in text)
+
+
+def _git_pairs(rest: str) -> list[tuple[str, str]]:
+    if rest.startswith('"') or rest.endswith('"'):
+        raise DiffRefused("quoted path")
+    if not rest.startswith("a/"):
+        raise DiffRefused("missing a/ b/ prefix")
+    # Names may hold spaces, so keep every split; the other headers pick one.
+    splits = [k for k in range(len(rest)) if rest.startswith(" b/", k)]
+    if not splits:
+        raise DiffRefused("missing a/ b/ prefix")
+    return [(rest[2:k], rest[k + 3 :]) for k in splits]
+
+
+def _strip(name: str, prefix: str) -> str | None:
+    # git ends a name holding a space with one TAB so patch(1) can find its end
+    if name.endswith("\t") and " " in name:
+        name = name[:-1]
+    _no_control(name)
+    if name == "/dev/null":
+        return None
+    if name.startswith('"'):
+        raise DiffRefused("quoted path")
+    if name.startswith(prefix):
+        return name[len(prefix) :]
+    raise DiffRefused("absolute path" if name.startswith("/") else "missing a/ b/ prefix")
+
+
+def _safe_path(path: str) -> None:
+    if not path:
+        raise DiffRefused("empty path")
+    if _has_bad_char(path):
+        raise DiffRefused("control character in path")
+    if "\\" in path:
+        raise DiffRefused("backslash in path")
+    if path.startswith("/") or _DRIVE.match(path):
+        raise DiffRefused("absolute path")
+    for segment in path.split("/"):
+        if not segment:
+            raise DiffRefused("empty path segment")
+        if segment == ".":
+            raise DiffRefused("dot segment")
+        # Windows drops trailing dots and spaces, so "... " may still mean ".."
+        if not segment.rstrip(" ."):
+            raise DiffRefused("path traversal")
+        if _is_dotgit(segment):
+            raise DiffRefused(".git path")
+
+
+def _is_dotgit(segment: str) -> bool:
+    # The spellings git itself refuses: any case, NTFS trailing dots/spaces,
+    # alternate data streams (".git::$INDEX_ALLOCATION") and the 8.3 short name.
+    name = segment.casefold().split(":", 1)[0].rstrip(" .")
+    return name in {".git", "git~1"}
+
+
+def _resolve(header: _Header, file: str, patch: str, *, has_body: bool) -> Change:
+    for path in [*header.paths(), file]:
+        _safe_path(path)
+    if not header.rename and not header.has_files:
+        raise DiffRefused("missing ---/+++ header" if has_body else "no hunks")
+    kind, path, old_path = _sides(header)
+    wanted = {"add": "new file mode", "delete": "deleted file mode"}.get(kind)
+    if ({"new file mode", "deleted file mode"} - {wanted}) & header.modes.keys():
+        raise DiffRefused("conflicting file mode headers")
+    if header.git is not None and (old_path or path, path) not in header.git:
+        raise DiffRefused("diff --git paths disagree with ---/+++")
+    if file != path:
+        raise DiffRefused("file field does not match patch path")
+    return Change(kind, path, old_path, patch)
+
+
+def _sides(header: _Header) -> tuple[Kind, str, str | None]:
+    old, new = header.old, header.new
+    if header.rename:
+        source, target = header.rename.get("from"), header.rename.get("to")
+        if source is None or target is None or source == target:
+            raise DiffRefused("incomplete rename header")
+        if header.has_files and (old, new) != (source, target):
+            raise DiffRefused("---/+++ paths disagree with rename header")
+        return "rename", target, source
+    if new is None:
+        if old is None:
+            raise DiffRefused("both sides are /dev/null")
+        return "delete", old, None
+    if old is None:
+        return "add", new, None
+    if old != new:
+        raise DiffRefused("---/+++ paths disagree")
+    return "modify", new, None
+
+
+def _walk_hunks(body: list[str]) -> int:
+    """Count hunks, holding every line to the counts its hunk header states."""
+    at, hunks = 0, 0
+    while at < len(body):
+        top = _HUNK.fullmatch(body[at])
+        if top is None:
+            raise DiffRefused(_stray(body, at))
+        old, new = int(top[1] or 1), int(top[2] or 1)
+        if old == new == 0:
+            raise DiffRefused("empty hunk")
+        at += 1
+        while old > 0 or new > 0:
+            if at == len(body):
+                raise DiffRefused("hunk count mismatch (truncated hunk)")
+            tag = body[at][:1]
+            old -= tag in ("", " ", "-")
+            new -= tag in ("", " ", "+")
+            if tag not in ("", " ", "-", "+", "\\"):
+                raise DiffRefused("garbage in hunk")
+            if old < 0 or new < 0:
+                raise DiffRefused("hunk count mismatch")
+            at += 1
+        while at < len(body) and body[at].startswith("\\"):
+            at += 1
+        hunks += 1
+    return hunks
+
+
+def _stray(body: list[str], at: int) -> str:
+    line, after = body[at], body[at + 1] if at + 1 < len(body) else ""
+    if line.startswith("@@"):
+        return "bad hunk header"
+    if line.startswith("diff ") or (line.startswith("--- ") and after.startswith("+++ ")):
+        return "more than one file in entry"
+    if line[:1] in ("", " ", "-", "+"):
+        return "hunk count mismatch (hunk longer than its header)"
+    return "garbage after hunk"
+
+
+def _cross_check(patch: str, hunks: int) -> None:
+    # A second, independent parser: both must see one file with the same hunks.
+    try:
+        parsed = PatchSet.from_string(patch)
+    except Exception:  # any parser failure means the patch is not plainly well-formed
+        raise DiffRefused("malformed patch") from None
+    if len(parsed) != 1:
+        raise DiffRefused("more than one file in entry")
+    if parsed[0].is_binary_file or len(parsed[0]) != hunks:
+        raise DiffRefused("malformed patch")
+
+
+def _check_modes(modes: Mapping[str, str], allow: bool) -> None:
+    if any(mode not in (_REGULAR, _EXECUTABLE) for mode in modes.values()):
+        raise DiffRefused("unsupported file mode")
+    changing = {"old mode", "new mode"} & modes.keys()
+    if changing and not allow:
+        raise DiffRefused("mode change")
+    if changing and (len(changing) < 2 or modes["old mode"] == modes["new mode"]):
+        raise DiffRefused("incomplete mode change")
+    if modes.get("new file mode", _REGULAR) != _REGULAR and not allow:
+        raise DiffRefused("mode change (new executable file)")
+
+
+def _check_policy(change: Change, rules: Rules) -> None:
+    for path in _ends(change):
+        if _beneath(path, OWNED_PREFIX[:-1]):
+            raise DiffRefused("harness state under ai/")
+        if any(_beneath(path, special) for special in rules.special):
+            raise DiffRefused("symlink or gitlink path")
+        if _denied(path, rules.readonly):
+            raise DiffRefused("readonly path")
+        if not matches(path, rules.token_paths):
+            raise DiffRefused("outside write token")
+        if not matches(path, rules.write_scope):
+            raise DiffRefused("outside write scope")
+        if rules.no_new_deps and _denied(path, rules.manifests):
+            raise DiffRefused("dependency manifest under no-new-deps")
+    if change.kind in ("add", "rename") and not matches(change.path, rules.creates):
+        raise DiffRefused("new file not in creates")
+    source = change.old_path or change.path
+    if change.kind != "add" and source not in rules.cited:
+        raise DiffRefused("uncited path")
+
+
+def _ends(change: Change) -> list[str]:
+    return [change.path] if change.old_path is None else [change.old_path, change.path]
+
+
+def _fold(path: str) -> str:
+    """The spelling a case-insensitive, normalising filesystem (macOS, Windows) sees."""
+    return unicodedata.normalize("NFC", path).casefold()
+
+
+def _beneath(path: str, top: str) -> bool:
+    path, top = _fold(path), _fold(top)
+    return path == top or path.startswith(top + "/")
+
+
+def _denied(path: str, globs: Iterable[str]) -> bool:
+    # Deny lists match the folded spelling too, so "Vendor/x" cannot dodge "vendor/**".
+    patterns = list(globs)
+    return matches(path, patterns) or matches(_fold(path), [_fold(p) for p in patterns])

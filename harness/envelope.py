@@ -1,0 +1,114 @@
+"""The two-line call envelope (context, prompt) and the call_id that names it."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import rfc8785
+
+from . import files
+from .plan import Subtask
+
+DEFAULT_CONSTRAINTS = ("ground-in-provided-files-only", "no-new-deps", "no-speculation")
+RETRY_CONSTRAINT = "constrained-retry"
+EXPECTED = ["plan", "diffs", "artifacts", "risks", "notes", "metrics"]
+
+
+@dataclass(frozen=True)
+class Call:
+    call_id: str
+    context: dict[str, Any]
+    prompt: dict[str, Any]
+
+    def stdin(self) -> bytes:
+        """Exactly two lines: context then prompt."""
+        return files.dumps(self.context) + b"\n" + files.dumps(self.prompt) + b"\n"
+
+
+def constraints(sub: Subtask, retry: bool) -> list[str]:
+    found = [c for c in DEFAULT_CONSTRAINTS if not (c == "no-new-deps" and sub.allow_new_deps)]
+    return [*found, RETRY_CONSTRAINT] if retry else found
+
+
+def call_id(
+    task_id: str,
+    sub: Subtask,
+    constraint_list: list[str],
+    write_scope: str,
+    input_hashes: dict[str, str],
+    blobs: list[dict[str, str]],
+    epoch: int,
+) -> str:
+    """sha256 of the canonical JSON (RFC 8785) of everything that shapes the answer."""
+    material = {
+        "task_id": task_id,
+        "subtask": sub.id,
+        "role": sub.role,
+        "goal": sub.goal,
+        "constraints": constraint_list,
+        "write_scope": write_scope,
+        "scope": list(sub.write_scope),
+        "inputs": {
+            "paths": input_hashes,
+            "blobs": {b["name"]: hashlib.sha256(b["text"].encode()).hexdigest() for b in blobs},
+        },
+        # A human's resume starts a new epoch, so a failed call is never answered from record.
+        "epoch": epoch,
+    }
+    return hashlib.sha256(rfc8785.dumps(material)).hexdigest()
+
+
+def build(
+    *,
+    task_id: str,
+    sub: Subtask,
+    ts: str,
+    branch: str,
+    base: str,
+    readonly: list[str],
+    visible: list[str],
+    token_id: str | None,
+    input_hashes: dict[str, str],
+    blobs: list[dict[str, str]],
+    retry: bool,
+    timeouts: dict[str, float],
+    budgets: dict[str, Any],
+    epoch: int,
+) -> Call:
+    write_scope = f"token:{token_id}" if token_id else "none"
+    cons = constraints(sub, retry)
+    cid = call_id(task_id, sub, cons, write_scope, input_hashes, blobs, epoch)
+    context = {
+        "ts": ts,
+        "task_id": task_id,
+        "type": "context",
+        "payload": {
+            "repo_root": ".",
+            "branch": branch,
+            "base": base,
+            "readonly": readonly,
+            "visible": visible,
+            "call_id": cid,
+        },
+    }
+    prompt = {
+        "ts": ts,
+        "task_id": task_id,
+        "type": "prompt",
+        "payload": {
+            "subtask": sub.id,
+            "role": sub.role,
+            "goal": sub.goal,
+            "constraints": cons,
+            "inputs": {"paths": list(sub.inputs), "blobs": blobs},
+            "expected": {"schema": "json", "fields": EXPECTED},
+            "write_scope": write_scope,
+            "scope": list(sub.write_scope),
+            "creates": list(sub.creates),
+            "timeouts": timeouts,
+            "budgets": budgets,
+        },
+    }
+    return Call(cid, context, prompt)

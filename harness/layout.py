@@ -1,0 +1,55 @@
+"""Where a harness-driven repository keeps its files (DESIGN §2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @property
+    def ai(self) -> Path:
+        return self.root / "ai"
+
+    @property
+    def config(self) -> Path:
+        return self.ai / "harness.toml"
+
+    @property
+    def registry(self) -> Path:
+        return self.ai / "agents" / "registry.json"
+
+    @property
+    def tokens(self) -> Path:
+        return self.ai / "agents" / "write_tokens.json"
+
+    @property
+    def tmp(self) -> Path:
+        return self.ai / "tmp"
+
+    def task_dir(self, task_id: str) -> Path:
+        return self.ai / "tasks" / task_id
+
+    def plan(self, task_id: str) -> Path:
+        return self.task_dir(task_id) / "plan.json"
+
+    def checklist(self, task_id: str) -> Path:
+        return self.task_dir(task_id) / "checklist.md"
+
+    def log(self, task_id: str) -> Path:
+        return self.task_dir(task_id) / "progress.ndjson"
+
+    def exchanges(self, task_id: str) -> Path:
+        return self.ai / "exchanges" / task_id
+
+    def exchange(self, task_id: str, call_id: str) -> Path:
+        return self.exchanges(task_id) / call_id
+
+    def record_paths(self, task_id: str) -> list[str]:
+        """Repository-relative paths a record commit carries for this task."""
+        paths = [self.config, self.registry, self.tokens, self.task_dir(task_id)]
+        paths.append(self.exchanges(task_id))
+        return [p.relative_to(self.root).as_posix() for p in paths if p.exists()]

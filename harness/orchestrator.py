@@ -1,0 +1,462 @@
+"""The step (DESIGN §4): one subtask from envelope to commit, phase by phase.
+
+Every phase first asks the log whether it already happened, so a step killed at any
+point is finished by the next `harness next` without a second call, commit or event.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import (
+    checklist,
+    diffgate,
+    envelope,
+    exchanges,
+    files,
+    registry,
+    repo,
+    scope,
+    state,
+    tokens,
+    verify,
+    worker,
+)
+from . import config as config_mod
+from . import plan as plan_mod
+from .clock import Clock
+from .errors import Halted, InvalidInput
+from .layout import Layout
+from .progress import Log, fault
+from .registry import Agent
+
+Event = dict[str, Any]
+
+
+@dataclass
+class Task:
+    """Everything one step needs, re-read from disk at its start (§9)."""
+
+    layout: Layout
+    task_id: str
+    clock: Clock
+    git: repo.Repo
+    config: config_mod.Config
+    plan: plan_mod.Plan
+    agents: list[Agent]
+    log: Log
+    probed: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, layout: Layout, task_id: str, clock: Clock) -> Task:
+        root = layout.root
+        plan_path = layout.plan(task_id)
+        if not plan_path.exists():
+            raise InvalidInput(f"{plan_path.relative_to(root)}: file not found")
+        return cls(
+            layout=layout,
+            task_id=task_id,
+            clock=clock,
+            git=repo.Repo(root),
+            config=config_mod.load(layout.config),
+            plan=plan_mod.load(plan_path, root, task_id),
+            agents=registry.load(layout.registry, root),
+            log=Log(layout.log(task_id), task_id, clock),
+        )
+
+    @property
+    def events(self) -> list[Event]:
+        return self.log.events
+
+    def tmp(self, name: str) -> Path:
+        """A scratch path under ai/tmp/, which git never sees."""
+        ensure_tmp(self.layout)
+        return self.layout.tmp / self.task_id / name
+
+    def sync_checklist(self) -> None:
+        text = checklist.render(self.plan, state.done(self.events))
+        path = self.layout.checklist(self.task_id)
+        if not path.exists() or path.read_text("utf-8") != text:
+            files.atomic_write(path, text.encode())
+
+
+def ensure_tmp(layout: Layout) -> None:
+    ignore = layout.tmp / ".gitignore"
+    if not ignore.exists():
+        layout.tmp.mkdir(parents=True, exist_ok=True)
+        ignore.write_text("*\n")
+
+
+def step(task: Task) -> str | None:
+    """Advance the task by one subtask and return its id; None once complete; or Halted."""
+    block = state.blocker(task.events)
+    if block is not None:
+        raise Halted(
+            f"task {task.task_id} is blocked at {block.get('step', '?')}: "
+            f"{block.get('error', 'see the log')} (fix it, then `harness resume`)"
+        )
+    refuse_dirty(task)
+    if not state.has(task.events, "task_started"):
+        task.log.append("task_started", "ok", details={"subtasks": len(task.plan.subtasks)})
+    task.sync_checklist()
+    finished = state.done(task.events)
+    sub = next((s for s in plan_mod.order(task.plan) if s.id not in finished), None)
+    if sub is None:
+        if not state.has(task.events, "task_completed"):
+            task.log.append("task_completed", "ok")
+        return None
+    Subtask(task, sub).run()
+    task.sync_checklist()
+    return sub.id
+
+
+def refuse_dirty(task: Task) -> None:
+    """The user's uncommitted work is never touched: refuse if it lies where we may write."""
+    finished = state.done(task.events)
+    globs = [
+        g
+        for s in task.plan.subtasks
+        if s.id not in finished
+        for g in (*s.write_scope, *s.creates)
+    ]
+    risky = [
+        p for p in task.git.dirty() if not p.startswith("ai/") and scope.matches(p, globs)
+    ]
+    if risky:
+        shown = ", ".join(risky[:5]) + (" ..." if len(risky) > 5 else "")
+        raise InvalidInput(f"uncommitted changes where the task may write: {shown}")
+
+
+class Subtask:
+    """One subtask's step: attempts, the retry rule, and the blocker at the end."""
+
+    def __init__(self, task: Task, sub: plan_mod.Subtask) -> None:
+        self.task = task
+        self.sub = sub
+        self.log = task.log
+
+    def run(self) -> None:
+        while True:
+            mine = state.current(self.task.events, self.sub.id)
+            if mine and mine[-1]["event"] == "step_failed":
+                self.block(mine[-1].get("error", "step failed"))
+            att = state.attempt(mine)
+            failed = state.failure(att)
+            if failed is not None:
+                if state.retryable(failed) and att.number == 1:
+                    self.log.append(
+                        "subagent_retried",
+                        "pending",
+                        step=self.sub.id,
+                        details={"call_id": att.call_id, "after": failed["event"]},
+                    )
+                    continue
+                self.fail(failed.get("error", failed["event"]), failed["event"])
+                continue
+            if self.attempt(att):
+                return
+
+    def fail(self, reason: str, phase: str) -> None:
+        self.log.append("step_failed", "error", step=self.sub.id, details={"phase": phase},
+                        error=reason)  # fmt: skip
+
+    def block(self, reason: str) -> None:
+        self.log.append("blocker_encountered", "blocked", step=self.sub.id, error=reason)
+        raise Halted(f"{self.sub.id} blocked: {reason}")
+
+    # -- one attempt -----------------------------------------------------------------------
+
+    def attempt(self, att: state.Attempt) -> bool:
+        """Run or finish one attempt; True when the step completed, False after a failure."""
+        task, sub = self.task, self.sub
+        invoked = att.last("subagent_invoked")
+        agent = registry.route(task.agents, sub.role, sub.agent)
+        if agent is None:
+            raise InvalidInput(f"subtask {sub.id}: no agent in the registry takes {sub.role!r}")
+        if invoked is None:
+            self.probe(agent)
+        call = self.envelope(att, invoked, agent)
+        if call is None:
+            return False
+        if invoked is None:
+            details = {
+                "subagent": agent.id,
+                "role": sub.role,
+                "call_id": call.call_id,
+                "base": call.context["payload"]["base"],
+                "attempt": att.number,
+                "token": _token_of(call),
+            }
+            self.log.append("subagent_invoked", "pending", step=sub.id, details=details)
+        elif invoked["details"]["call_id"] != call.call_id:
+            raise InvalidInput(
+                f"subtask {sub.id} changed since call {invoked['details']['call_id'][:12]} "
+                "was made: restore its plan, inputs and config, or resolve a blocker first"
+            )
+        outcome = self.answer(agent, call)
+        if not (att.has("subagent_succeeded") or att.has("subagent_failed")):
+            self.record_outcome(agent, call, outcome)
+        if outcome.status != "ok":
+            return False
+        diffs = outcome.result.get("diffs", [])
+        commit = None
+        if diffs:
+            applied = att.last("subagent_diffs_applied")
+            commit = applied["details"]["commit"] if applied else self.apply(att, call, diffs)
+            if commit is None:
+                return False
+        details = {"call_id": call.call_id, "commit": commit}
+        self.log.append("step_completed", "ok", step=sub.id, details=details)
+        return True
+
+    def probe(self, agent: Agent) -> None:
+        """Registry presence and version range, checked before the agent's first call."""
+        if agent.id not in self.task.probed:
+            home = self.task.tmp("home-probe")
+            home.mkdir(parents=True, exist_ok=True)
+            self.task.probed[agent.id] = registry.probe(
+                agent, self.task.layout.root, worker.env_for(agent, home)
+            )
+
+    def envelope(self, att: state.Attempt, invoked: Event | None, agent: Agent) -> envelope.Call | None:
+        """The call for this attempt; rebuilt from the log's record when resuming one."""
+        task, sub = self.task, self.sub
+        if invoked is not None:
+            ts, base = invoked["ts"], invoked["details"]["base"]
+            token_id = invoked["details"]["token"]
+        else:
+            ts, base = task.clock.now(), task.git.head()
+            token_id = self.choose_token(ts)
+        hashes = task.git.blob_hashes(base, sub.inputs)
+        missing = [p for p, h in hashes.items() if h is None]
+        if missing:
+            self.fail(f"input not found at {base[:12]}: {', '.join(missing)}", "inputs")
+            return None
+        retry_of = self.previous_failure(att)
+        return envelope.build(
+            task_id=task.task_id,
+            sub=sub,
+            ts=ts,
+            branch=task.git.branch(),
+            base=base,
+            readonly=list(task.config.readonly),
+            visible=list(task.config.visible),
+            token_id=token_id,
+            input_hashes={p: h for p, h in hashes.items() if h is not None},
+            blobs=self.blobs(retry_of),
+            retry=retry_of is not None,
+            timeouts=dict(agent.timeouts or task.config.timeouts),
+            budgets=dict(task.config.budgets),
+            epoch=state.epoch(task.events),
+        )
+
+    def choose_token(self, ts: str) -> str | None:
+        found, why = tokens.select(
+            tokens.load(self.task.layout.tokens, self.task.layout.root),
+            self.sub.token,
+            [*self.sub.write_scope, *self.sub.creates],
+            ts,
+        )
+        if self.sub.token is not None and why is not None:
+            raise Halted(f"subtask {self.sub.id}: {why}")
+        return found.id if found is not None and why is None else None
+
+    def previous_failure(self, att: state.Attempt) -> str | None:
+        if att.number == 1:
+            return None
+        mine = state.current(self.task.events, self.sub.id)
+        failures = [ev for ev in mine if ev["event"] in state.FAILURES]
+        return str(failures[-1].get("error", failures[-1]["event"])) if failures else None
+
+    def blobs(self, retry_of: str | None) -> list[dict[str, str]]:
+        """Artifacts of the subtasks this one depends on, and the reason for a retry."""
+        found: list[dict[str, str]] = []
+        completed = state.done(self.task.events)
+        for dep in self.sub.depends_on:
+            call_id = completed[dep]["details"]["call_id"]
+            exchange = exchanges.load(self.task.layout.exchange(self.task.task_id, call_id))
+            if exchange is None:
+                raise InvalidInput(f"the exchange of {dep} ({call_id[:12]}) is missing")
+            for name, text in exchange.artifacts().items():
+                found.append({"name": f"{dep}/{name}", "text": text})
+        if retry_of is not None:
+            found.append({"name": "harness/previous-failure.txt", "text": retry_of})
+        return found
+
+    def answer(self, agent: Agent, call: envelope.Call) -> worker.Outcome:
+        """The recorded answer for this call_id if there is one, else a fresh call."""
+        task = self.task
+        folder = task.layout.exchange(task.task_id, call.call_id)
+        exchange = exchanges.load(folder)
+        if exchange is None:
+            exchange = self.call(agent, call, folder)
+        meta = exchange.meta
+        limits = (task.config.max_output_bytes, task.config.max_artifact_bytes)
+        return worker.judge(
+            exchange.stdout, meta["exit_code"], meta["timed_out"], task.task_id, agent.id, limits
+        )
+
+    def call(self, agent: Agent, call: envelope.Call, folder: Path) -> exchanges.Exchange:
+        task = self.task
+        staging = exchanges.stage(task.tmp("staging") / call.call_id, call)
+        home = task.tmp("home")
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        timeouts = call.prompt["payload"]["timeouts"]
+        base = call.context["payload"]["base"]
+        with task.git.worktree(base, task.tmp("worker")) as cwd:
+            result = worker.run(agent, task.layout.root, cwd, home, staging, timeouts)
+        limits = (task.config.max_output_bytes, task.config.max_artifact_bytes)
+        stdout = (staging / "stdout.ndjson").read_bytes()
+        outcome = worker.judge(
+            stdout, result.code, result.timed_out, task.task_id, agent.id, limits
+        )
+        meta = {
+            "task_id": task.task_id,
+            "subtask": self.sub.id,
+            "agent": agent.id,
+            "agent_version": self.task.probed.get(agent.id, ""),
+            "argv": [agent.cmd, *agent.args],
+            "exit_code": result.code,
+            "timed_out": result.timed_out,
+        }
+        exchange = exchanges.commit(staging, folder, call, outcome, meta)
+        fault("after:exchange")
+        return exchange
+
+    def record_outcome(self, agent: Agent, call: envelope.Call, outcome: worker.Outcome) -> None:
+        details: dict[str, Any] = {"subagent": agent.id, "call_id": call.call_id}
+        if outcome.status == "ok":
+            details["diffs"] = len(outcome.result.get("diffs", []))
+            details["artifacts"] = [a["name"] for a in outcome.result.get("artifacts", [])]
+            self.log.append("subagent_succeeded", "ok", step=self.sub.id, details=details)
+        else:
+            details["kind"] = outcome.kind
+            self.log.append(
+                "subagent_failed", "error", step=self.sub.id, details=details,
+                error=outcome.message,
+            )  # fmt: skip
+
+    # -- gate, verify, commit ----------------------------------------------------------------
+
+    def apply(self, att: state.Attempt, call: envelope.Call, diffs: list[Any]) -> str | None:
+        """Gate the diffs, verify them in a scratch worktree, commit; None after a failure."""
+        task, sub = self.task, self.sub
+        base = call.context["payload"]["base"]
+        token = self.token_for_apply(call)
+        if token is None:
+            return None
+        try:
+            changes = diffgate.check(diffs, self.rules(token))
+        except diffgate.DiffRefused as refused:
+            self.fail(str(refused), "gate")
+            return None
+        paths = sorted({p for c in changes for p in (c.path, c.old_path) if p is not None})
+        made = task.git.find_commit("Harness-Call-Id", call.call_id, base)
+        if made is None:
+            made = self.verify_and_commit(att, call, changes)
+            if made is None:
+                return None
+        task.git.sync(made, paths)
+        fault("after:sync")
+        if token.one_shot:
+            tokens.spend(task.layout.tokens, task.layout.root, token.id, task.task_id,
+                         call.call_id, made)  # fmt: skip
+        details = {"commit": made, "files": paths, "call_id": call.call_id, "token": token.id}
+        self.log.append("subagent_diffs_applied", "ok", step=sub.id, details=details)
+        return made
+
+    def token_for_apply(self, call: envelope.Call) -> tokens.Token | None:
+        """The invocation's token, checked again now (expiry, revocation, one-shot)."""
+        token_id = _token_of(call)
+        if token_id is None:
+            self.fail("diffs returned but the call had no write token (write_scope none)", "gate")
+            return None
+        found = next(
+            (t for t in tokens.load(self.task.layout.tokens, self.task.layout.root)
+             if t.id == token_id),
+            None,
+        )  # fmt: skip
+        spent_here = found is not None and (found.spent or {}).get("call_id") == call.call_id
+        why = "token vanished" if found is None else found.usable_at(self.task.clock.now())
+        if why is not None and not spent_here:
+            self.fail(f"write token {token_id}: {why}", "gate")
+            return None
+        return found
+
+    def rules(self, token: tokens.Token) -> diffgate.Rules:
+        cfg, sub = self.task.config, self.sub
+        return diffgate.Rules(
+            write_scope=sub.write_scope,
+            token_paths=token.paths,
+            readonly=cfg.readonly,
+            creates=sub.creates,
+            cited=frozenset(sub.inputs),
+            manifests=cfg.manifests,
+            no_new_deps=not sub.allow_new_deps,
+            special=self.task.git.specials(self.task.git.head()),
+            allow_mode_change=sub.allow_mode_change,
+            max_bytes=cfg.max_diff_bytes,
+            max_files=cfg.max_files,
+        )
+
+    def verify_and_commit(
+        self, att: state.Attempt, call: envelope.Call, changes: list[diffgate.Change]
+    ) -> str | None:
+        task, sub, git = self.task, self.sub, self.task.git
+        head = git.head()
+        patches = task.tmp("patches")
+        shutil.rmtree(patches, ignore_errors=True)
+        patches.mkdir(parents=True)
+        home = task.tmp("home")
+        with git.worktree(head, task.tmp("verify")) as wt:
+            for i, change in enumerate(changes):
+                patch = patches / f"{i:03d}.patch"
+                patch.write_text(change.patch, "utf-8")
+                problem = git.apply(wt, patch, check_only=True) or git.apply(wt, patch, False)
+                if problem is not None:
+                    self.fail(f"git apply refused {change.path}: {problem}", "apply")
+                    return None
+            tree = git.write_tree(wt)
+            for name, command, times in (("build", task.config.build, 1),
+                                         ("test", task.config.test, 2)):  # fmt: skip
+                if command and not self.check(att, name, command, times, wt, home):
+                    return None
+        message = (
+            f"{sub.role}: {sub.goal}\n\n"
+            f"Harness-Task: {task.task_id}\n"
+            f"Harness-Subtask: {sub.id}\n"
+            f"Harness-Call-Id: {call.call_id}\n"
+            f"Harness-Log-Head: {task.log.head}\n"
+        )
+        who = (task.config.name, task.config.email)
+        made = git.commit(tree, head, message, who, call.prompt["ts"])
+        fault("before:advance")
+        git.advance(git.branch(), made, head)
+        fault("after:advance")
+        return made
+
+    def check(
+        self, att: state.Attempt, name: str, command: str, times: int, wt: Path, home: Path
+    ) -> bool:
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        result = verify.run(name, command, times, wt, home, self.task.config.verify_timeout_s)
+        good, bad = {"build": ("build_succeeded", "build_failed"),
+                     "test": ("test_passed", "test_failed")}[name]  # fmt: skip
+        details: dict[str, Any] = {"command": command, "exit_codes": list(result.codes)}
+        if result.passed:
+            if not att.has(good):
+                self.log.append(good, "ok", step=self.sub.id, details=details)
+            return True
+        details["flaky"] = len(set(c == 0 for c in result.codes)) > 1
+        self.log.append(bad, "error", step=self.sub.id, details=details, error=result.summary())
+        return False
+
+
+def _token_of(call: envelope.Call) -> str | None:
+    scope_value: str = call.prompt["payload"]["write_scope"]
+    return scope_value.removeprefix("token:") if scope_value.startswith("token:") else None

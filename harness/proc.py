@@ -1,0 +1,145 @@
+"""The one chokepoint for every subprocess harness starts: clean env, files for I/O, group kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from harness.errors import HarnessError
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int  # exit status; -signum when a signal ended the process
+    timed_out: str | None  # None, "soft" (SIGTERM sufficed) or "hard" (SIGKILL was needed)
+    duration_s: float
+
+
+def base_env(
+    home: Path, allow: Iterable[str] = (), source: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """PATH, HOME, TZ=UTC, LC_ALL=C plus the allowlisted names present in `source`."""
+    src = os.environ if source is None else source
+    env = {"PATH": src.get("PATH", os.defpath), "HOME": str(home), "TZ": "UTC", "LC_ALL": "C"}
+    for name in allow:
+        # GIT_DIR and friends would point a worker's git at the wrong repository, and the
+        # fixed keys must stay fixed for reproducibility, so neither can be allowlisted.
+        if name in src and name not in env and not name.startswith("GIT_"):
+            env[name] = src[name]
+    return env
+
+
+def _kill_group(pgid: int, sig: signal.Signals) -> None:
+    with suppress(ProcessLookupError):  # the whole group is already gone
+        os.killpg(pgid, sig)
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin: Path | None = None,
+    stdout: Path | None = None,
+    stderr: Path | None = None,
+    soft_s: float | None = None,
+    hard_s: float | None = None,
+) -> Result:
+    """Run `argv` (no shell) in a new session; no descendant in its group outlives the call."""
+    if not argv:
+        raise HarnessError("cannot execute an empty command")
+    stages = sorted(
+        (at, sig, name)
+        for at, sig, name in ((soft_s, signal.SIGTERM, "soft"), (hard_s, signal.SIGKILL, "hard"))
+        if at is not None
+    )
+    with ExitStack() as stack:
+        # Files rather than pipes: a descendant holding a pipe open can't hang us, and a
+        # worker can never block waiting for input that will not come.
+        fin: IO[bytes] | int = (
+            stack.enter_context(stdin.open("rb")) if stdin is not None else subprocess.DEVNULL
+        )
+        fout: IO[bytes] | int = (
+            stack.enter_context(stdout.open("wb")) if stdout is not None else subprocess.DEVNULL
+        )
+        ferr: IO[bytes] | int = subprocess.DEVNULL
+        if stderr is not None:
+            # Two truncating handles on one file would overwrite each other's bytes.
+            same = stdout is not None and stderr.resolve() == stdout.resolve()
+            ferr = fout if same else stack.enter_context(stderr.open("wb"))
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=dict(env),
+                stdin=fin,
+                stdout=fout,
+                stderr=ferr,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise HarnessError(f"cannot execute {argv[0]!r} in {cwd}: {exc.strerror}") from None
+        timed_out: str | None = None
+        try:
+            while True:
+                if not stages:
+                    proc.wait()
+                    break
+                at, sig, stage = stages.pop(0)
+                try:
+                    proc.wait(timeout=max(0.0, start + at - time.monotonic()))
+                    break
+                except subprocess.TimeoutExpired:
+                    if proc.poll() is not None:
+                        break  # ended on its own at the deadline: not a timeout
+                    _kill_group(proc.pid, sig)
+                    timed_out = stage
+                    if stage == "hard":
+                        stages.clear()
+        finally:
+            # The group id outlives its leader while any member lives, so this reaches
+            # descendants even after the direct child was reaped; a group id is not reused
+            # while any member exists. Runs on interrupts too.
+            _kill_group(proc.pid, signal.SIGKILL)
+            if proc.returncode is None:
+                proc.wait()
+        return Result(proc.returncode, timed_out, time.monotonic() - start)
+
+
+def capture(
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float = 60.0
+) -> tuple[int, str, str]:
+    """Run a short command through run(); return (code, stdout, stderr) as replaced-utf-8 text."""
+    with tempfile.TemporaryDirectory(prefix="harness-capture-") as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        res = run(argv, cwd=cwd, env=env, stdout=out, stderr=err, hard_s=timeout_s)
+        return (
+            res.code,
+            out.read_bytes().decode("utf-8", errors="replace"),
+            err.read_bytes().decode("utf-8", errors="replace"),
+        )
+
+
+def shell(
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin: Path | None = None,
+    stdout: Path | None = None,
+    stderr: Path | None = None,
+    soft_s: float | None = None,
+    hard_s: float | None = None,
+) -> Result:
+    """Run `command` with /bin/sh -c through run()."""
+    return run(["/bin/sh", "-c", command], cwd=cwd, env=env, stdin=stdin, stdout=stdout,
+               stderr=stderr, soft_s=soft_s, hard_s=hard_s)  # fmt: skip

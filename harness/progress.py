@@ -1,0 +1,100 @@
+"""progress.ndjson: the task's append-only, hash-chained event log."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import files, schemas
+from .clock import Clock
+from .errors import InvalidInput
+
+GENESIS = "0" * 64
+
+
+def line_hash(line: bytes) -> str:
+    return hashlib.sha256(line).hexdigest()
+
+
+class Log:
+    """The only reader and the only writer of one task's log."""
+
+    def __init__(self, path: Path, task_id: str, clock: Clock) -> None:
+        self.path = path
+        self.task_id = task_id
+        self.clock = clock
+        self.events: list[dict[str, Any]] = []
+        self.head = GENESIS
+        self._label = f"ai/tasks/{task_id}/progress.ndjson"
+        self._read()
+
+    def _read(self) -> None:
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            raise InvalidInput(f"{self._label}: last line is incomplete")
+        for number, line in enumerate(data.splitlines(), start=1):
+            where = f"{self._label}:{number}"
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                raise InvalidInput(f"{where}: invalid JSON") from None
+            schemas.validate("progress-event", event, where)
+            if event["seq"] != len(self.events) or event["prev"] != self.head:
+                raise InvalidInput(f"{where}: hash chain broken (seq {event['seq']})")
+            if event["task_id"] != self.task_id or files.dumps(event) != line:
+                raise InvalidInput(f"{where}: not a line harness wrote")
+            self.events.append(event)
+            self.head = line_hash(line)
+
+    def append(
+        self,
+        event: str,
+        status: str,
+        *,
+        step: str | None = None,
+        details: dict[str, Any] | None = None,
+        error: str | None = None,
+        agent: str = "harness",
+    ) -> dict[str, Any]:
+        """Validate, chain, write and fsync one event; return it."""
+        record: dict[str, Any] = {
+            "seq": len(self.events),
+            "prev": self.head,
+            "ts": self.clock.now(),
+            "task_id": self.task_id,
+            "event": event,
+            "status": status,
+            "agent": agent,
+        }
+        if step is not None:
+            record["step"] = step
+        if details:
+            record["details"] = details
+        if error is not None:
+            record["error"] = error
+        schemas.validate("progress-event", record, self._label)
+        line = files.dumps(record)
+        created = not self.path.exists()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("ab") as fh:
+            fh.write(line + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        if created:
+            files.fsync_dir(self.path.parent)
+        self.events.append(record)
+        self.head = line_hash(line)
+        fault(f"after:{event}")
+        return record
+
+
+def fault(point: str) -> None:
+    """Test hook: HARNESS_FAULT=<point> kills this process at that point, like kill -9."""
+    if os.environ.get("HARNESS_FAULT") == point:
+        os.kill(os.getpid(), 9)

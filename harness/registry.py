@@ -1,0 +1,87 @@
+"""ai/agents/registry.json: which agents exist, how to start them, what roles they take."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from . import files, proc
+from .errors import Halted, InvalidInput
+
+DEFAULT: dict[str, object] = {"agents": []}
+_VERSION = re.compile(r"\d+(?:\.\d+)+(?:[.-]?(?:a|b|rc|dev|post)\d*)*")
+
+
+@dataclass(frozen=True)
+class Agent:
+    id: str
+    cmd: str
+    version: str
+    capabilities: tuple[str, ...]
+    args: tuple[str, ...]
+    env: tuple[str, ...]
+    timeouts: dict[str, float] | None
+
+    def executable(self, root: Path) -> Path:
+        path = Path(self.cmd)
+        return path if path.is_absolute() else root / path
+
+
+def load(path: Path, root: Path) -> list[Agent]:
+    data = files.load_json(path, "registry", root)
+    agents = [
+        Agent(
+            id=a["id"],
+            cmd=a["cmd"],
+            version=a["version"],
+            capabilities=tuple(a["capabilities"]),
+            args=tuple(a.get("args", [])),
+            env=tuple(a.get("env", [])),
+            timeouts=a.get("timeouts"),
+        )
+        for a in data["agents"]
+    ]
+    seen: set[str] = set()
+    for agent in agents:
+        if agent.id in seen:
+            raise InvalidInput(f"ai/agents/registry.json: duplicate agent id {agent.id!r}")
+        seen.add(agent.id)
+        try:
+            SpecifierSet(agent.version)
+        except InvalidSpecifier:
+            raise InvalidInput(
+                f"ai/agents/registry.json: agent {agent.id}: bad version range {agent.version!r}"
+            ) from None
+    return agents
+
+
+def route(agents: list[Agent], role: str, agent_id: str | None) -> Agent | None:
+    """The named agent, else the first whose capabilities include the role."""
+    if agent_id is not None:
+        return next((a for a in agents if a.id == agent_id), None)
+    return next((a for a in agents if role in a.capabilities), None)
+
+
+def probe(agent: Agent, root: Path, env: dict[str, str]) -> str:
+    """Run `cmd --version` and check it against the range; return the version seen."""
+    exe = agent.executable(root)
+    if not exe.is_file():
+        raise Halted(f"agent {agent.id}: {agent.cmd} not found")
+    code, out, err = proc.capture([str(exe), "--version"], cwd=root, env=env, timeout_s=30)
+    if code != 0:
+        tail = (err or out).strip().splitlines()[-1:] or [f"exit {code}"]
+        raise Halted(f"agent {agent.id}: `{agent.cmd} --version` failed: {tail[0]}")
+    found = _VERSION.search(out)
+    try:
+        version = Version(found.group(0)) if found else None
+    except InvalidVersion:
+        version = None
+    if version is None:
+        raise Halted(f"agent {agent.id}: no version in `--version` output {out.strip()[:80]!r}")
+    if version not in SpecifierSet(agent.version, prereleases=True):
+        raise Halted(f"agent {agent.id}: version {version} outside {agent.version}")
+    return str(version)

@@ -1,0 +1,215 @@
+"""Every git operation harness performs: the one chokepoint for git."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import git
+from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+
+from . import clock
+from .errors import HarnessError, InvalidInput
+
+# Users' hooks never run inside harness operations, and messages are stable.
+_PREFIX = ("-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false")
+_ENV = {"LC_ALL": "C", "TZ": "UTC", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def find_root(start: Path) -> Path:
+    try:
+        repo = git.Repo(start, search_parent_directories=True)
+    except (InvalidGitRepositoryError, NoSuchPathError):
+        raise InvalidInput(f"{start}: not inside a git repository (use --repo DIR)") from None
+    if repo.working_tree_dir is None:
+        raise InvalidInput(f"{start}: a bare repository has no working tree")
+    return Path(repo.working_tree_dir)
+
+
+class Repo:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.repo = git.Repo(root)
+
+    def git(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+        """Run git; a failure is a HarnessError carrying git's last line of complaint."""
+        code, out, err = self.try_git(*args, cwd=cwd, env=env)
+        if code != 0:
+            tail = (err.strip().splitlines() or [f"exit {code}"])[-1]
+            raise HarnessError(f"git {args[0]} failed: {tail}")
+        return out
+
+    def try_git(
+        self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> tuple[int, str, str]:
+        runner = git.Git(str(cwd or self.root))
+        code, out, err = runner.execute(
+            ["git", *_PREFIX, *args],
+            with_extended_output=True,
+            with_exceptions=False,
+            env={**_ENV, **(env or {})},
+            strip_newline_in_stdout=False,
+        )
+        return int(code), str(out), str(err)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def head(self) -> str:
+        try:
+            return self.repo.head.commit.hexsha
+        except ValueError:
+            raise InvalidInput("the repository has no commits yet") from None
+
+    def branch(self) -> str:
+        if self.repo.head.is_detached:
+            raise InvalidInput("HEAD is detached: check out a branch first")
+        return self.repo.active_branch.name
+
+    def blob_hashes(self, commit: str, paths: Sequence[str]) -> dict[str, str | None]:
+        """sha256 of each path's content at `commit`; None where the path is not a file."""
+        tree = self.repo.commit(commit).tree
+        found: dict[str, str | None] = {}
+        for path in paths:
+            try:
+                blob = tree[path]
+            except KeyError:
+                found[path] = None
+                continue
+            ok = blob.type == "blob" and blob.mode & 0o170000 == 0o100000
+            found[path] = hashlib.sha256(blob.data_stream.read()).hexdigest() if ok else None
+        return found
+
+    def specials(self, commit: str) -> frozenset[str]:
+        """Paths that are symlinks or submodules at `commit`."""
+        out = self.git("ls-tree", "-r", "-z", commit)
+        found = set()
+        for entry in filter(None, out.split("\0")):
+            meta, path = entry.split("\t", 1)
+            if meta.split(" ")[0] in ("120000", "160000"):
+                found.add(path)
+        return frozenset(found)
+
+    def dirty(self) -> list[str]:
+        """Paths with uncommitted changes, staged or not, tracked or not."""
+        out = self.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+        return sorted({entry[3:] for entry in out.split("\0") if len(entry) > 3})
+
+    def find_commit(self, trailer: str, value: str, since: str) -> str | None:
+        """The newest commit after `since` (exclusive) up to HEAD carrying the trailer."""
+        out = self.git("log", "--format=%H", "-F", f"--grep={trailer}: {value}", f"{since}..HEAD")
+        found = out.split()
+        return found[0] if found else None
+
+    # -- scratch worktrees -----------------------------------------------------------------
+
+    @contextmanager
+    def worktree(self, commit: str, where: Path) -> Iterator[Path]:
+        """A detached scratch worktree of `commit`, removed afterwards whatever happens."""
+        shutil.rmtree(where, ignore_errors=True)
+        self.git("worktree", "prune")
+        self.git("worktree", "add", "--detach", "--force", "-q", str(where), commit)
+        try:
+            yield where
+        finally:
+            self.try_git("worktree", "remove", "--force", str(where))
+            shutil.rmtree(where, ignore_errors=True)
+
+    def apply(self, worktree: Path, patch: Path, check_only: bool) -> str | None:
+        """`git apply` from the worktree root, no fuzz; None on success, else git's complaint."""
+        mode = "--check" if check_only else "--index"
+        code, _, err = self.try_git("apply", mode, "--whitespace=error", str(patch), cwd=worktree)
+        if code == 0:
+            return None
+        return (err.strip().splitlines() or [f"exit {code}"])[0]
+
+    def write_tree(self, worktree: Path) -> str:
+        return self.git("write-tree", cwd=worktree).strip()
+
+    # -- writing the branch ----------------------------------------------------------------
+
+    def commit(
+        self, tree: str, parent: str | None, message: str, who: tuple[str, str], ts: str
+    ) -> str:
+        """A commit object with fixed identity and a recorded date; no ref moves."""
+        actor = git.Actor(*who)
+        date = f"{int(clock.parse(ts).timestamp())} +0000"
+        made = git.Commit.create_from_tree(
+            self.repo,
+            self.repo.tree(tree),
+            message,
+            parent_commits=[self.repo.commit(parent)] if parent else [],
+            head=False,
+            author=actor,
+            committer=actor,
+            author_date=date,
+            commit_date=date,
+        )
+        return str(made.hexsha)
+
+    def advance(self, branch: str, new: str, old: str) -> None:
+        """Move the branch from `old` to `new`, refusing if someone else moved it."""
+        code, _, err = self.try_git("update-ref", f"refs/heads/{branch}", new, old)
+        if code != 0:
+            raise HarnessError(f"branch {branch} moved while harness worked: {err.strip()}")
+
+    def sync(self, commit: str, paths: Sequence[str]) -> None:
+        """Make the user's index and files match `commit` for exactly these paths."""
+        present = self.git("ls-tree", "-r", "-z", "--name-only", commit, "--", *paths).split("\0")
+        keep = [p for p in paths if p in present]
+        gone = [p for p in paths if p not in present]
+        if keep:
+            self.git("checkout", commit, "--", *keep)
+        if gone:
+            self.git("rm", "-q", "--cached", "--ignore-unmatch", "--", *gone)
+            for path in gone:
+                (self.root / path).unlink(missing_ok=True)
+
+    def record(
+        self, paths: Sequence[str], message: str, who: tuple[str, str], ts: str, index: Path
+    ) -> str | None:
+        """Commit `paths` as they are on disk on top of HEAD, leaving other changes alone."""
+        head = self.head()
+        env = {"GIT_INDEX_FILE": str(index)}
+        index.unlink(missing_ok=True)
+        try:
+            self.git("read-tree", head, env=env)
+            self.git("add", "-A", "-f", "--", *paths, env=env)
+            tree = self.git("write-tree", env=env).strip()
+        finally:
+            index.unlink(missing_ok=True)
+        if tree == self.repo.commit(head).tree.hexsha:
+            return None
+        made = self.commit(tree, head, message, who, ts)
+        self.advance(self.branch(), made, head)
+        self.git("reset", "-q", made, "--", *paths)
+        return made
+
+
+def create(root: Path, branch: str, message: str, who: tuple[str, str], ts: str) -> Repo:
+    """A new repository whose first commit holds every file under `root` (the demo's)."""
+    git.Repo.init(root, initial_branch=branch)
+    made = Repo(root)
+    made.git("add", "-A")
+    tree = made.git("write-tree").strip()
+    made.git("update-ref", f"refs/heads/{branch}", made.commit(tree, None, message, who, ts))
+    return made
+
+
+def trailers(message: str) -> dict[str, str]:
+    """Harness-* trailers of a commit message."""
+    found = {}
+    for line in message.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key.startswith("Harness-"):
+            found[key] = value.strip()
+    return found
+
+
+def env_without_git() -> None:
+    """Drop inherited GIT_* variables once, so they can't redirect harness's git calls."""
+    for name in [n for n in os.environ if n.startswith("GIT_")]:
+        del os.environ[name]

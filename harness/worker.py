@@ -1,0 +1,92 @@
+"""Running a registry agent on one envelope, and judging what it printed."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import proc, schemas
+from .registry import Agent
+
+EXIT_KIND = {1: "retryable", 2: "hard"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The verdict on one call: ok with a result, or an error of a kind."""
+
+    status: str  # "ok" | "error"
+    kind: str | None = None  # retryable | hard | format | timeout
+    message: str | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def env_for(agent: Agent, home: Path) -> dict[str, str]:
+    """The small base plus the agent's allowlisted names; launchers find our Python here."""
+    env = proc.base_env(home, agent.env)
+    env["HARNESS_PYTHON"] = sys.executable
+    return env
+
+
+def run(
+    agent: Agent, root: Path, cwd: Path, home: Path, folder: Path, timeouts: dict[str, float]
+) -> proc.Result:
+    """Start the agent with `folder/stdin` as its stdin; output goes to files in `folder`."""
+    return proc.run(
+        [str(agent.executable(root)), *agent.args],
+        cwd=cwd,
+        env=env_for(agent, home),
+        stdin=folder / "stdin",
+        stdout=folder / "stdout.ndjson",
+        stderr=folder / "stderr.log",
+        soft_s=timeouts["soft_s"],
+        hard_s=timeouts["hard_s"],
+    )
+
+
+def judge(
+    stdout: bytes,
+    code: int,
+    timed_out: str | None,
+    task_id: str,
+    agent_id: str,
+    limits: tuple[int, int],
+) -> Outcome:
+    """Exactly one schema-valid JSON line whose status agrees with the exit code, or a failure."""
+    max_bytes, max_artifact = limits
+    if timed_out is not None:
+        return Outcome("error", "timeout", f"killed after the {timed_out} timeout")
+    if len(stdout) > max_bytes:
+        return Outcome("error", "format", f"output over {max_bytes} bytes")
+    lines = stdout.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if len(lines) != 1:
+        return Outcome("error", "format", f"expected exactly one output line, got {len(lines)}")
+    try:
+        answer = orjson.loads(lines[0])
+    except orjson.JSONDecodeError as exc:
+        return Outcome("error", "format", f"output is not JSON: {exc}")
+    problem = schemas.problem("worker-output", answer)
+    if problem is not None:
+        return Outcome("error", "format", f"output violates the schema: {problem}")
+    if answer["task_id"] != task_id or answer["agent_id"] != agent_id:
+        return Outcome("error", "format", "output names another task or agent")
+    if answer["status"] == "ok":
+        if code != 0:
+            return Outcome("error", "format", f"status ok with exit code {code}")
+        names = [a["name"] for a in answer["result"].get("artifacts", [])]
+        if len(set(names)) != len(names):
+            return Outcome("error", "format", "two artifacts share a name")
+        sizes = [len(a["content"].encode()) for a in answer["result"].get("artifacts", [])]
+        if any(size > max_artifact for size in sizes):
+            return Outcome("error", "format", f"an artifact is over {max_artifact} bytes")
+        return Outcome("ok", result=answer["result"])
+    kind, message = answer["error"]["kind"], answer["error"]["message"]
+    if EXIT_KIND.get(code) != kind:
+        return Outcome("error", "format", f"error kind {kind} with exit code {code}")
+    return Outcome("error", kind, message)

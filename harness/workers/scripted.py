@@ -1,0 +1,106 @@
+"""A worker that answers from a script file: for the demo, tests and benchmarks.
+
+Usage: scripted-cli --script FILE [--agent-id ID]. The script holds
+{"answers": [{"subtask": "T1", "retry": false, "exit": 0, "result": {...}}, ...]}; the
+first answer whose subtask (and, if given, retry flag) matches the prompt is played.
+An answer may instead carry "error" {message, kind}, or "raw" text printed verbatim, plus
+"stderr", "sleep_s" and "ignore_term" to act out slow or stubborn agents. A call with no
+matching answer is a hard error, as is an envelope that is not exactly two valid lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from harness import __version__, schemas
+
+RETRY = "constrained-retry"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripted-cli")
+    parser.add_argument("--version", action="store_true")
+    parser.add_argument("--script", type=Path)
+    parser.add_argument("--agent-id", default="scripted")
+    args = parser.parse_args(argv)
+    if args.version:
+        print(f"scripted-cli {__version__}")
+        return 0
+    lines = sys.stdin.buffer.read().split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    try:
+        context, prompt = _envelope(lines)
+    except ValueError as exc:
+        return _error(args.agent_id, "unknown", "1970-01-01T00:00:00Z", str(exc), "hard")
+    task_id, ts = context["task_id"], context["ts"]
+    if args.script is None:
+        return _error(args.agent_id, task_id, ts, "no --script given", "hard")
+    answer = _match(orjson.loads(args.script.read_bytes())["answers"], prompt["payload"])
+    if answer is None:
+        sub = prompt["payload"].get("subtask")
+        return _error(args.agent_id, task_id, ts, f"unexpected call for {sub}", "hard")
+    return _play(answer, args.agent_id, task_id, ts)
+
+
+def _envelope(lines: list[bytes]) -> tuple[dict[str, Any], dict[str, Any]]:
+    if len(lines) != 2:
+        raise ValueError(f"expected two envelope lines, got {len(lines)}")
+    try:
+        context, prompt = orjson.loads(lines[0]), orjson.loads(lines[1])
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"envelope is not JSON: {exc}") from None
+    for name, doc in (("context-envelope", context), ("prompt-envelope", prompt)):
+        problem = schemas.problem(name, doc)
+        if problem is not None:
+            raise ValueError(f"{name}: {problem}")
+    if context["task_id"] != prompt["task_id"]:
+        raise ValueError("context and prompt name different tasks")
+    return context, prompt
+
+
+def _match(answers: list[dict[str, Any]], payload: dict[str, Any]) -> dict[str, Any] | None:
+    retry = RETRY in payload["constraints"]
+    for answer in answers:
+        if answer["subtask"] == payload.get("subtask") and answer.get("retry", retry) == retry:
+            return answer
+    return None
+
+
+def _play(answer: dict[str, Any], agent_id: str, task_id: str, ts: str) -> int:
+    if answer.get("ignore_term"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if answer.get("stderr"):
+        sys.stderr.write(answer["stderr"])
+        sys.stderr.flush()
+    time.sleep(float(answer.get("sleep_s", 0)))
+    code = int(answer.get("exit", 0))
+    if "raw" in answer:
+        sys.stdout.write(answer["raw"])
+        return code
+    out: dict[str, Any] = {"ts": ts, "task_id": task_id, "agent_id": agent_id}
+    if "error" in answer:
+        out |= {"status": "error", "error": answer["error"]}
+        code = int(answer.get("exit", 1 if answer["error"]["kind"] == "retryable" else 2))
+    else:
+        out |= {"status": "ok", "result": answer.get("result", {})}
+    sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_SORT_KEYS) + b"\n")
+    return code
+
+
+def _error(agent_id: str, task_id: str, ts: str, message: str, kind: str) -> int:
+    out = {"ts": ts, "task_id": task_id, "agent_id": agent_id, "status": "error",
+           "error": {"message": message, "kind": kind}}  # fmt: skip
+    sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_SORT_KEYS) + b"\n")
+    return 2 if kind == "hard" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""Behaviour of the subprocess chokepoint: env, I/O files, timeouts and group kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.proc import Result, base_env, capture, run, shell
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return base_env(tmp_path)
+
+
+def _gone(pid: int, within_s: float = 5.0) -> bool:
+    """True once `pid` is dead; a zombie counts, since init may be slow (or absent) to reap."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return True
+        # The comm field may hold spaces or parens, so the state is found after the last ')'.
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    return not _gone(pid, within_s=0.0)
+
+
+def test_base_env_is_exactly_the_fixed_keys_plus_allowlist(tmp_path: Path) -> None:
+    source = {
+        "PATH": "/bin:/usr/bin",
+        "HOME": "/root",
+        "TZ": "Europe/Paris",
+        "LANG": "fr_FR.UTF-8",
+        "API_TOKEN": "t0k",
+        "GIT_DIR": "/elsewhere/.git",
+        "OTHER": "x",
+    }
+    env = base_env(tmp_path, allow=["API_TOKEN", "MISSING", "GIT_DIR", "TZ"], source=source)
+    assert env == {
+        "PATH": "/bin:/usr/bin",
+        "HOME": str(tmp_path),
+        "TZ": "UTC",
+        "LC_ALL": "C",
+        "API_TOKEN": "t0k",
+    }
+
+
+def test_base_env_defaults_to_os_environ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_ALLOWED", "yes")
+    monkeypatch.setenv("HARNESS_CANARY_SECRET", "s3cr3t-canary")
+    env = base_env(tmp_path, allow=["HARNESS_ALLOWED"])
+    assert env["HARNESS_ALLOWED"] == "yes"
+    assert env["PATH"] == os.environ["PATH"]
+    assert "HARNESS_CANARY_SECRET" not in env
+
+
+def test_child_sees_only_base_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_CANARY_SECRET", "s3cr3t-canary")
+    monkeypatch.setenv("HARNESS_ALLOWED", "visible")
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "not-a-repo"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(tmp_path))
+    out = tmp_path / "env.txt"
+    env = base_env(tmp_path / "home", allow=["HARNESS_ALLOWED", "GIT_DIR"])
+    res = run(["env"], cwd=tmp_path, env=env, stdout=out, hard_s=10)
+    assert res == Result(0, None, res.duration_s)
+    text = out.read_text()
+    assert "s3cr3t-canary" not in text
+    seen = dict(line.split("=", 1) for line in text.splitlines())
+    assert seen == {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path / "home"),
+        "TZ": "UTC",
+        "LC_ALL": "C",
+        "HARNESS_ALLOWED": "visible",
+    }
+
+
+def test_stdin_file_arrives_exactly_then_eof(tmp_path: Path) -> None:
+    payload = bytes(range(256)) * 64 + b"no trailing newline"
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    src.write_bytes(payload)
+    # `cat` only exits once it reads EOF, so a clean exit well before hard_s proves EOF came.
+    res = run(["cat"], cwd=tmp_path, env=_env(tmp_path), stdin=src, stdout=out, hard_s=10)
+    assert (res.code, res.timed_out) == (0, None)
+    assert out.read_bytes() == payload
+
+
+def test_no_stdin_means_dev_null(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = run(["cat"], cwd=tmp_path, env=_env(tmp_path), stdout=out, hard_s=10)
+    assert (res.code, res.timed_out) == (0, None)
+    assert out.read_bytes() == b""
+
+
+def test_stdout_and_stderr_go_to_their_files(tmp_path: Path) -> None:
+    out, err = tmp_path / "out", tmp_path / "err"
+    out.write_text("stale content that must be truncated away\n")
+    res = shell(
+        "echo to-out; echo to-err >&2; exit 3",
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=out,
+        stderr=err,
+    )
+    assert res.code == 3
+    assert out.read_text() == "to-out\n"
+    assert err.read_text() == "to-err\n"
+
+
+def test_same_file_for_stdout_and_stderr_keeps_both(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    res = shell(
+        "echo one; echo two >&2; echo three",
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=log,
+        stderr=log,
+    )
+    assert res.code == 0
+    assert log.read_text() == "one\ntwo\nthree\n"
+
+
+def test_cwd_is_used(tmp_path: Path) -> None:
+    code, out, _ = capture(["pwd"], cwd=tmp_path, env=_env(tmp_path))
+    assert (code, out) == (0, f"{tmp_path}\n")
+
+
+def test_nonzero_exit_is_reported_not_raised(tmp_path: Path) -> None:
+    res = run(["sh", "-c", "exit 7"], cwd=tmp_path, env=_env(tmp_path))
+    assert (res.code, res.timed_out) == (7, None)
+
+
+def test_signal_death_gives_negative_code(tmp_path: Path) -> None:
+    res = shell("kill -USR1 $$", cwd=tmp_path, env=_env(tmp_path), hard_s=10)
+    assert (res.code, res.timed_out) == (-signal.SIGUSR1, None)
+
+
+def test_soft_timeout_ends_with_sigterm(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    res = run(["sleep", "30"], cwd=tmp_path, env=_env(tmp_path), soft_s=0.3, hard_s=20)
+    assert res.timed_out == "soft"
+    assert res.code == -signal.SIGTERM
+    assert time.monotonic() - t0 < 10
+
+
+def test_hard_timeout_when_sigterm_is_ignored(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    res = shell('trap "" TERM; sleep 30', cwd=tmp_path, env=_env(tmp_path), soft_s=0.3, hard_s=0.8)
+    assert res.timed_out == "hard"
+    assert res.code == -signal.SIGKILL
+    assert time.monotonic() - t0 < 10
+
+
+def test_hard_only_skips_sigterm(tmp_path: Path) -> None:
+    # A TERM handler would write the marker; with only hard_s it must never run.
+    marker = tmp_path / "termed"
+    res = shell(
+        f'trap "touch {marker}; exit 0" TERM; sleep 30 & wait',
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        hard_s=0.5,
+    )
+    assert (res.code, res.timed_out) == (-signal.SIGKILL, "hard")
+    assert not marker.exists()
+
+
+def test_sigterm_handled_cleanly_still_counts_as_soft(tmp_path: Path) -> None:
+    res = shell(
+        'trap "exit 0" TERM; sleep 30 & wait',
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        soft_s=0.3,
+        hard_s=20,
+    )
+    assert (res.code, res.timed_out) == (0, "soft")
+
+
+def test_grandchild_killed_on_hard_timeout(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    res = shell(
+        f'trap "" TERM; sleep 60 & echo $! > {pidfile}; wait',
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        hard_s=0.5,
+    )
+    assert res.timed_out == "hard"
+    assert _gone(int(pidfile.read_text()))
+
+
+def test_grandchild_killed_after_child_exits_normally(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    t0 = time.monotonic()
+    res = shell(f"sleep 60 & echo $! > {pidfile}", cwd=tmp_path, env=_env(tmp_path), hard_s=20)
+    assert (res.code, res.timed_out) == (0, None)
+    assert time.monotonic() - t0 < 10
+    assert _gone(int(pidfile.read_text()))
+
+
+def test_grandchild_holding_stdout_cannot_hang_the_call(tmp_path: Path) -> None:
+    # With pipes this would block until the sleeper closed its copy of stdout.
+    pidfile, out = tmp_path / "pid", tmp_path / "out"
+    t0 = time.monotonic()
+    res = shell(
+        f"echo hi; sleep 60 & echo $! > {pidfile}", cwd=tmp_path, env=_env(tmp_path), stdout=out
+    )
+    assert res.code == 0
+    assert time.monotonic() - t0 < 10
+    assert out.read_text() == "hi\n"
+    assert _gone(int(pidfile.read_text()))
+
+
+def test_setsid_grandchild_is_outside_the_group(tmp_path: Path) -> None:
+    # Documents the limit of group kill: a descendant that starts its own session escapes.
+    pidfile = tmp_path / "pid"
+    res = shell(f"setsid sleep 30 & echo $! > {pidfile}", cwd=tmp_path, env=_env(tmp_path))
+    assert res.code == 0
+    pid = int(pidfile.read_text())
+    try:
+        assert _alive(pid)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_missing_program_raises_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="no-such-program-xyz") as info:
+        run(["no-such-program-xyz", "--flag"], cwd=tmp_path, env=_env(tmp_path))
+    assert "\n" not in str(info.value)
+    assert info.value.exit_code == 4
+
+
+def test_non_executable_program_raises_naming_it(tmp_path: Path) -> None:
+    script = tmp_path / "not-executable"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o644)
+    with pytest.raises(HarnessError, match="not-executable"):
+        run([str(script)], cwd=tmp_path, env=_env(tmp_path))
+
+
+def test_missing_cwd_raises(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="true"):
+        run(["true"], cwd=tmp_path / "absent", env=_env(tmp_path))
+
+
+def test_empty_argv_raises(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError):
+        run([], cwd=tmp_path, env=_env(tmp_path))
+
+
+def test_capture_decodes_output(tmp_path: Path) -> None:
+    code, out, err = capture(
+        ["sh", "-c", r"printf 'h\303\251 \377\n'; echo oops >&2; exit 2"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+    )
+    assert code == 2
+    assert out == "h\u00e9 \ufffd\n"
+    assert err == "oops\n"
+
+
+def test_capture_timeout_kills(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    code, _, _ = capture(["sleep", "30"], cwd=tmp_path, env=_env(tmp_path), timeout_s=0.3)
+    assert code == -signal.SIGKILL
+    assert time.monotonic() - t0 < 10

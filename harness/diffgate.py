@@ -131,6 +131,9 @@ def _fields(index: int, entry: object) -> tuple[str, str]:
 def _check_one(file: str, patch: str, rules: Rules) -> Change:
     if "\0" in patch:
         raise DiffRefused("NUL byte in patch")
+    # lone surrogates (left by a lossy decode) cannot be written back out as UTF-8
+    if any("\ud800" <= char <= "\udfff" for char in patch):
+        raise DiffRefused("patch is not valid UTF-8 text")
     if not patch.strip():
         raise DiffRefused("empty patch")
     if not patch.endswith("\n"):
@@ -289,7 +292,7 @@ def _sides(header: _Header) -> tuple[Kind, str, str | None]:
     if header.rename:
         source, target = header.rename.get("from"), header.rename.get("to")
         if source is None or target is None or source == target:
-            raise DiffRefused("incomplete rename header")
+            raise DiffRefused("bad rename header")
         if header.has_files and (old, new) != (source, target):
             raise DiffRefused("---/+++ paths disagree with rename header")
         return "rename", target, source

@@ -190,7 +190,9 @@ class Subtask:
                 "attempt": att.number,
                 "token": _token_of(call),
             }
-            self.log.append("subagent_invoked", "pending", step=sub.id, details=details)
+            self.log.append(
+                "subagent_invoked", "pending", step=sub.id, details=details, ts=call.prompt["ts"]
+            )
         elif invoked["details"]["call_id"] != call.call_id:
             raise InvalidInput(
                 f"subtask {sub.id} changed since call {invoked['details']['call_id'][:12]} "

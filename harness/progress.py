@@ -61,12 +61,17 @@ class Log:
         details: dict[str, Any] | None = None,
         error: str | None = None,
         agent: str = "harness",
+        ts: str | None = None,
     ) -> dict[str, Any]:
-        """Validate, chain, write and fsync one event; return it."""
+        """Validate, chain, write and fsync one event; return it.
+
+        `ts` lets an event carry the instant of the thing it records (an envelope's ts),
+        so that instant is read once and recorded once.
+        """
         record: dict[str, Any] = {
             "seq": len(self.events),
             "prev": self.head,
-            "ts": self.clock.now(),
+            "ts": ts or self.clock.now(),
             "task_id": self.task_id,
             "event": event,
             "status": status,

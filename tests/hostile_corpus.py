@@ -341,6 +341,11 @@ HOSTILE: list[Case] = [
     Case("nul_in_path", one("src/x\0.py", add("src/x\0.py")), "NUL"),
     Case("nul_in_file_field", one("src/app.py\0", modify("src/app.py", APP)), "control character"),
     Case("nul_in_body", one("src/util.py", modify("src/util.py", UTIL + "+Y = 0\0\n")), "NUL"),
+    Case(
+        "lone_surrogate",
+        one("src/util.py", modify("src/util.py", UTIL + "+Y = '\udc80'\n")),
+        "UTF-8",
+    ),
     Case("tab_in_path", one("src/x\t.py", _plain_add("src/x\t.py")), "control character"),
     Case("escape_in_path", one("src/\x1b[31mx.py", add("src/\x1b[31mx.py")), "control character"),
     Case("bidi_in_path", one("src/x\u202e.py", add("src/x\u202e.py")), "control character"),

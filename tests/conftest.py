@@ -1,0 +1,159 @@
+"""Fixtures: real temporary git repositories driven through the real `harness` CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from harness import demo
+
+CLOCK = "2026-01-01T00:00:00Z"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Sample:
+    """The demo's sample repository, with the plan and worker script under the test's control."""
+
+    def __init__(self, root: Path, script: Path) -> None:
+        self.root = root
+        self.script = script
+
+    # -- running ---------------------------------------------------------------------------
+
+    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+            ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        full = {**os.environ, "HARNESS_CLOCK": CLOCK, **(env or {})}
+        return subprocess.run(
+            [sys.executable, "-m", "harness.cli", *args, "--repo", str(self.root)],
+            capture_output=True, text=True, env=full, timeout=timeout, check=False,
+        )  # fmt: skip
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=self.root, capture_output=True, text=True, check=True
+        ).stdout
+
+    # -- state -----------------------------------------------------------------------------
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD").strip()
+
+    def events(self, task: str = "demo") -> list[dict[str, Any]]:
+        path = self.root / "ai" / "tasks" / task / "progress.ndjson"
+        if not path.exists():
+            return []
+        return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+    def names(self, task: str = "demo") -> list[str]:
+        return [ev["event"] for ev in self.events(task)]
+
+    def status_outside_ai(self) -> str:
+        lines = self.git("status", "--porcelain", "--untracked-files=all").splitlines()
+        return "\n".join(line for line in lines if not line[3:].startswith("ai/"))
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def write_plan(self, subtasks: list[dict[str, Any]], task: str = "demo") -> None:
+        path = self.root / "ai" / "tasks" / task / "plan.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"task_id": task, "created": CLOCK, "subtasks": subtasks}
+        path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+
+    def write_script(self, answers: list[dict[str, Any]]) -> None:
+        self.script.write_bytes(orjson.dumps({"answers": answers}))
+
+    def write_json(self, rel: str, doc: object) -> None:
+        (self.root / rel).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+
+    def read_json(self, rel: str) -> Any:
+        return orjson.loads((self.root / rel).read_bytes())
+
+    def set_config(self, text: str) -> None:
+        (self.root / "ai" / "harness.toml").write_text(text)
+
+    def commit_all(self, message: str) -> None:
+        self.git("add", "-A")
+        self.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+
+
+def subtask(sid: str, patch: str | None = None, **fields: Any) -> dict[str, Any]:
+    """A plan entry in the sample repository; defaults edit src/calc.py."""
+    base = {
+        "id": sid,
+        "role": "localized-impl",
+        "goal": f"Goal of {sid}",
+        "inputs": ["src/calc.py"],
+        "acceptance": [],
+        "write_scope": "src/**",
+    }
+    return base | fields
+
+
+def ok(sid: str, *diffs: tuple[str, str], retry: bool | None = None,
+       artifacts: list[dict[str, str]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """A scripted successful answer carrying (file, patch) diffs."""
+    answer: dict[str, Any] = {
+        "subtask": sid,
+        "result": {
+            "diffs": [{"file": f, "patch": p} for f, p in diffs],
+            "artifacts": artifacts or [],
+            "notes": [],
+        },
+    }
+    if retry is not None:
+        answer["retry"] = retry
+    return answer
+
+
+def err(sid: str, kind: str, message: str = "boom", retry: bool | None = None) -> dict[str, Any]:
+    answer: dict[str, Any] = {"subtask": sid, "error": {"message": message, "kind": kind}}
+    if retry is not None:
+        answer["retry"] = retry
+    return answer
+
+
+def append_line_patch(path: str, old_last_lines: list[str], start: int, new: str) -> str:
+    """A git-style patch adding `new` after the given last lines of `path` (which begin at
+    line `start`)."""
+    n = len(old_last_lines)
+    body = "".join(f" {line}\n" for line in old_last_lines)
+    return (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+        f"@@ -{start},{n} +{start},{n + 1} @@\n{body}+{new}\n"
+    )
+
+
+def new_file_patch(path: str, lines: list[str]) -> str:
+    body = "".join(f"+{line}\n" for line in lines)
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
+    )
+
+
+# Appends one line to src/calc.py of the sample (its last three lines start at line 3).
+CALC_TAIL = ["", "def add(a, b):", "    return a + b"]
+
+
+def calc_patch(new: str = "VALUE = 1") -> str:
+    return append_line_patch("src/calc.py", CALC_TAIL, 3, new)
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Sample:
+    root = tmp_path / "repo"
+    root.mkdir()
+    demo.build(root)
+    script = tmp_path / "script.json"
+    s = Sample(root, script)
+    reg = s.read_json("ai/agents/registry.json")
+    reg["agents"][0]["args"] = ["--script", str(script)]
+    s.write_json("ai/agents/registry.json", reg)
+    s.write_script([])
+    return s

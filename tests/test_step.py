@@ -1,0 +1,370 @@
+"""`harness next` / `run` end to end on real repositories through the real CLI."""
+
+from __future__ import annotations
+
+import orjson
+
+from harness import repo
+from harness.progress import GENESIS, line_hash
+
+from .conftest import Sample, calc_patch, err, new_file_patch, ok, subtask
+
+
+def chain_ok(sample: Sample) -> None:
+    data = (sample.root / "ai/tasks/demo/progress.ndjson").read_bytes()
+    prev = GENESIS
+    for seq, line in enumerate(data.splitlines()):
+        ev = orjson.loads(line)
+        assert ev["seq"] == seq and ev["prev"] == prev
+        prev = line_hash(line)
+
+
+def test_demo_plan_runs_to_completion_with_one_commit_per_subtask(sample: Sample) -> None:
+    sample.write_script([  # the demo's own answers
+        *orjson.loads((sample.root / "agents/script.json").read_bytes())["answers"]
+    ])  # fmt: skip
+    base = sample.head()
+    res = sample.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+    assert "task demo complete" in res.stdout
+    subjects = sample.git("log", "--format=%s", f"{base}..HEAD").splitlines()
+    assert subjects == [
+        "harness: record demo",
+        "doc-writer: Document the calculator",
+        "test-author: Add tests for subtract",
+        "localized-impl: Add a subtract function to src/calc.py",
+    ]
+    assert sample.status_outside_ai() == ""
+    assert sample.git("status", "--porcelain") == ""  # the record commit holds ai/ state
+    names = sample.names()
+    assert names[0] == "task_started" and names[-1] == "task_completed"
+    assert names.count("step_completed") == 3
+    assert names.count("test_passed") == 3
+    chain_ok(sample)
+    checklist = (sample.root / "ai/tasks/demo/checklist.md").read_text()
+    assert checklist.count("- [x]") == 3
+    # The files the branch now holds are what the worker's diffs said.
+    assert "def subtract" in (sample.root / "src/calc.py").read_text()
+    tree = sample.git("ls-tree", "-r", "--name-only", "HEAD").split()
+    assert "ai/tasks/demo/progress.ndjson" in tree
+    assert any(p.startswith("ai/exchanges/demo/") and p.endswith("meta.json") for p in tree)
+    assert not any(p.startswith("ai/tmp/") for p in tree)
+
+
+def test_commit_carries_trailers_fixed_identity_and_recorded_date(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert sample.cli("next", "demo").returncode == 0
+    applied = next(e for e in sample.events() if e["event"] == "subagent_diffs_applied")
+    commit = applied["details"]["commit"]
+    body = sample.git("log", "-1", "--format=%B", commit)
+    trailers = repo.trailers(body)
+    invoked = next(e for e in sample.events() if e["event"] == "subagent_invoked")
+    assert trailers["Harness-Task"] == "demo"
+    assert trailers["Harness-Subtask"] == "T1"
+    assert trailers["Harness-Call-Id"] == invoked["details"]["call_id"]
+    before = next(e for e in sample.events() if e["event"] == "test_passed")
+    line = orjson.dumps(before, option=orjson.OPT_SORT_KEYS)
+    assert trailers["Harness-Log-Head"] == line_hash(line)
+    who = sample.git("log", "-1", "--format=%an <%ae>|%cn <%ce>|%aI|%cI", commit).strip()
+    assert who == (
+        "harness <harness@example.invalid>|harness <harness@example.invalid>"
+        f"|{invoked['ts'].replace('Z', '+00:00')}|{invoked['ts'].replace('Z', '+00:00')}"
+    )
+    record = sample.git("log", "-1", "--format=%B", "HEAD")
+    assert "Harness-Subtask" not in record and "Harness-Log-Head" in record
+
+
+def test_same_inputs_give_the_same_commits_in_another_repository(sample: Sample, tmp_path) -> None:
+    from harness import demo
+
+    other_root = tmp_path / "other"
+    other_root.mkdir()
+    demo.build(other_root)
+    other = Sample(other_root, sample.script)
+    for s in (sample, other):
+        s.write_json("ai/agents/registry.json", sample.read_json("ai/agents/registry.json"))
+        s.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch("A = 1")))])
+    for s in (sample, other):
+        assert s.cli("next", "demo").returncode == 0
+    assert sample.head() == other.head()
+    assert sample.events() == other.events()
+
+
+def test_blocked_task_says_why_until_resumed_then_calls_afresh(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([err("T1", "hard", "cannot do it")])
+    res = sample.cli("next", "demo")
+    assert res.returncode == 1
+    assert "cannot do it" in res.stderr
+    tail = sample.names()[-4:]
+    assert tail == ["subagent_invoked", "subagent_failed", "step_failed", "blocker_encountered"]
+    again = sample.cli("next", "demo")
+    assert again.returncode == 1 and "blocked" in again.stderr
+    assert sample.names()[-1] == "blocker_encountered"  # nothing new logged
+    status = orjson.loads(sample.cli("status", "demo", "--json").stdout)
+    assert status["subtasks"][0]["status"] == "blocked"
+    assert status["blocked"]["step"] == "T1"
+
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert sample.cli("resume", "demo", "--reason", "fixed the worker").returncode == 0
+    res = sample.cli("next", "demo")
+    assert res.returncode == 0, res.stderr
+    invoked = [e["details"]["call_id"] for e in sample.events() if e["event"] == "subagent_invoked"]
+    assert len(invoked) == 2 and invoked[0] != invoked[1]
+    assert sample.names()[-1] == "step_completed"
+    chain_ok(sample)
+
+
+def test_resume_without_a_blocker_is_refused(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    res = sample.cli("resume", "demo", "--reason", "x")
+    assert res.returncode == 2 and "not blocked" in res.stderr
+
+
+def test_retryable_failure_gets_one_constrained_retry(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([
+        err("T1", "retryable", "rate limited", retry=False),
+        ok("T1", ("src/calc.py", calc_patch()), retry=True),
+    ])  # fmt: skip
+    res = sample.cli("next", "demo")
+    assert res.returncode == 0, res.stderr
+    names = sample.names()
+    assert names[1:5] == ["subagent_invoked", "subagent_failed", "subagent_retried",
+                          "subagent_invoked"]  # fmt: skip
+    calls = [e["details"]["call_id"] for e in sample.events() if e["event"] == "subagent_invoked"]
+    assert calls[0] != calls[1]
+    prompt = orjson.loads(
+        (sample.root / "ai/exchanges/demo" / calls[1] / "prompt.ndjson").read_bytes()
+    )["payload"]
+    assert "constrained-retry" in prompt["constraints"]
+    assert prompt["inputs"]["blobs"] == [
+        {"name": "harness/previous-failure.txt", "text": "rate limited"}
+    ]
+
+
+def test_second_retryable_failure_blocks(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([err("T1", "retryable", "still limited")])
+    res = sample.cli("next", "demo")
+    assert res.returncode == 1
+    assert sample.names().count("subagent_invoked") == 2
+    assert sample.names()[-2:] == ["step_failed", "blocker_encountered"]
+
+
+def test_failing_tests_are_retried_with_the_failure_and_never_committed(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    broken = calc_patch("assert False, 'broken'")
+    sample.write_script([ok("T1", ("src/calc.py", broken))])
+    head = sample.head()
+    res = sample.cli("next", "demo")
+    assert res.returncode == 1
+    names = sample.names()
+    assert "test_failed" in names and "subagent_retried" in names
+    assert names.count("test_failed") == 2 and "subagent_diffs_applied" not in names
+    # only the record commit moved the branch; no subtask commit
+    assert sample.git("log", "--format=%s", f"{head}..HEAD").splitlines() == [
+        "harness: record demo"
+    ]
+    assert sample.status_outside_ai() == ""
+    failed = next(e for e in sample.events() if e["event"] == "test_failed")
+    assert failed["details"]["exit_codes"] == [1, 1]
+    assert failed["details"]["flaky"] is False
+
+
+def test_flaky_test_is_a_failure(sample: Sample, tmp_path) -> None:
+    flag = tmp_path / "flip"
+    sample.set_config(
+        '[identity]\nname = "harness"\nemail = "h@x"\n[verify]\n'
+        f'test = "if [ -e {flag} ]; then rm {flag}; exit 1; else touch {flag}; fi"\n'
+    )
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert sample.cli("next", "demo").returncode == 1
+    failed = next(e for e in sample.events() if e["event"] == "test_failed")
+    assert failed["details"]["flaky"] is True and failed["details"]["exit_codes"] == [0, 1]
+
+
+def test_build_failure_is_logged(sample: Sample) -> None:
+    sample.set_config('[verify]\nbuild = "echo nope >&2; exit 3"\ntest = "true"\n')
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert sample.cli("next", "demo").returncode == 1
+    failed = next(e for e in sample.events() if e["event"] == "build_failed")
+    assert "nope" in failed["error"] and "exit 3" in failed["error"]
+    assert "test_passed" not in sample.names()
+
+
+def test_dependency_artifacts_are_passed_as_blobs(sample: Sample) -> None:
+    sample.write_plan([
+        subtask("T1"),
+        subtask("T2", depends_on=["T1"], write_scope="docs/**", creates=["docs/*.md"]),
+    ])  # fmt: skip
+    sample.write_script([
+        ok("T1", artifacts=[{"name": "notes.md", "type": "text/markdown", "content": "hello"}]),
+        ok("T2", ("docs/x.md", new_file_patch("docs/x.md", ["# x"]))),
+    ])  # fmt: skip
+    res = sample.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+    t2 = [e for e in sample.events() if e["event"] == "subagent_invoked"][1]["details"]["call_id"]
+    prompt = orjson.loads((sample.root / "ai/exchanges/demo" / t2 / "prompt.ndjson").read_bytes())
+    assert prompt["payload"]["inputs"]["blobs"] == [{"name": "T1/notes.md", "text": "hello"}]
+    step1 = next(e for e in sample.events() if e["event"] == "step_completed")
+    assert step1["details"]["commit"] is None  # no diffs, no commit
+
+
+def test_envelope_is_two_lines_with_call_id_and_scope(sample: Sample) -> None:
+    sample.set_config('[scope]\nreadonly = ["vendor/**"]\nvisible = ["src/**", "tests/**"]\n')
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1")])
+    assert sample.cli("next", "demo").returncode == 0
+    invoked = next(e for e in sample.events() if e["event"] == "subagent_invoked")
+    folder = sample.root / "ai/exchanges/demo" / invoked["details"]["call_id"]
+    context = orjson.loads((folder / "context.ndjson").read_bytes())
+    prompt = orjson.loads((folder / "prompt.ndjson").read_bytes())
+    assert context["payload"]["call_id"] == invoked["details"]["call_id"]
+    assert len(context["payload"]["call_id"]) == 64
+    assert context["payload"]["readonly"] == ["vendor/**"]
+    assert context["payload"]["visible"] == ["src/**", "tests/**"]
+    assert prompt["payload"]["write_scope"] == "token:W1"
+    assert prompt["payload"]["constraints"] == [
+        "ground-in-provided-files-only", "no-new-deps", "no-speculation"
+    ]  # fmt: skip
+    meta = orjson.loads((folder / "meta.json").read_bytes())
+    assert meta["exit_code"] == 0 and meta["outcome"] == {"status": "ok"}
+
+
+def test_no_token_means_write_scope_none_and_diffs_refused(sample: Sample) -> None:
+    sample.write_json("ai/agents/write_tokens.json", {"tokens": []})
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    head = sample.head()
+    res = sample.cli("next", "demo")
+    assert res.returncode == 1
+    invoked = next(e for e in sample.events() if e["event"] == "subagent_invoked")
+    assert invoked["details"]["token"] is None
+    assert "no write token" in sample.events()[-2]["error"]
+    assert sample.git("rev-parse", "HEAD~1").strip() == head  # only the record commit
+    assert sample.status_outside_ai() == ""
+
+
+def test_one_shot_token_is_spent_by_its_first_applied_diff(sample: Sample) -> None:
+    sample.write_json("ai/agents/write_tokens.json", {"tokens": [
+        {"id": "W9", "paths": ["src/**"], "expires": "2026-01-02T00:00:00Z", "one_shot": True}
+    ]})  # fmt: skip
+    sample.write_plan([subtask("T1"), subtask("T2", depends_on=["T1"])])
+    sample.write_script([
+        ok("T1", ("src/calc.py", calc_patch("A = 1"))),
+        ok("T2", ("src/calc.py", calc_patch("B = 1"))),
+    ])  # fmt: skip
+    assert sample.cli("next", "demo").returncode == 0
+    token = sample.read_json("ai/agents/write_tokens.json")["tokens"][0]
+    assert token["spent"]["task_id"] == "demo"
+    res = sample.cli("next", "demo")
+    assert res.returncode == 1
+    assert "no write token" in sample.events()[-2]["error"]
+
+
+def test_expired_token_at_apply_is_refused(sample: Sample) -> None:
+    sample.write_json("ai/agents/write_tokens.json", {"tokens": [
+        {"id": "W9", "paths": ["src/**"], "expires": "2026-01-01T00:00:03Z", "one_shot": False}
+    ]})  # fmt: skip
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    res = sample.cli("next", "demo")
+    assert res.returncode == 1
+    assert "expired" in sample.events()[-2]["error"]
+
+
+def test_dirty_tree_in_write_scope_is_refused_and_untouched(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    (sample.root / "src/calc.py").write_text("mine\n")
+    (sample.root / "notes.txt").write_text("unrelated\n")
+    res = sample.cli("next", "demo")
+    assert res.returncode == 2 and "src/calc.py" in res.stderr
+    assert (sample.root / "src/calc.py").read_text() == "mine\n"
+    assert sample.events() == []
+
+
+def test_unrelated_uncommitted_work_survives_a_step(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    (sample.root / "README.md").write_text("edited by me\n")
+    sample.git("add", "README.md")
+    (sample.root / "scratch.txt").write_text("untracked\n")
+    assert sample.cli("next", "demo").returncode == 0
+    assert (sample.root / "README.md").read_text() == "edited by me\n"
+    assert (sample.root / "scratch.txt").read_text() == "untracked\n"
+    assert sample.git("diff", "--cached", "--name-only").split() == ["README.md"]
+    assert "README.md" not in sample.git("show", "--name-only", "--format=", "HEAD~1")
+
+
+def test_exchange_is_reused_not_reinvoked(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    res = sample.cli("next", "demo", env={"HARNESS_FAULT": "after:exchange"})
+    assert res.returncode == -9
+    assert sample.names() == ["task_started", "subagent_invoked"]
+    sample.write_script([])  # any new call would now be a hard error
+    res = sample.cli("next", "demo")
+    assert res.returncode == 0, res.stderr
+    assert sample.names().count("subagent_invoked") == 1
+    assert sample.names()[-1] == "step_completed"
+
+
+def test_worker_timeout_kills_and_retries(sample: Sample) -> None:
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"][0]["timeouts"] = {"soft_s": 0.5, "hard_s": 1.0}
+    sample.write_json("ai/agents/registry.json", reg)
+    sample.write_plan([subtask("T1")])
+    sample.write_script([
+        {"subtask": "T1", "retry": False, "sleep_s": 30, "ignore_term": True},
+        ok("T1", ("src/calc.py", calc_patch()), retry=True),
+    ])  # fmt: skip
+    res = sample.cli("next", "demo", timeout=60)
+    assert res.returncode == 0, res.stderr
+    failed = next(e for e in sample.events() if e["event"] == "subagent_failed")
+    assert failed["details"]["kind"] == "timeout"
+
+
+def test_worker_sees_only_the_allowlisted_environment(sample: Sample) -> None:
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"][0]["env"] = ["ALLOWED_NAME"]
+    sample.write_json("ai/agents/registry.json", reg)
+    sample.write_plan([subtask("T1")])
+    sample.write_script([{"subtask": "T1", "raw": "", "exit": 2,
+                          "stderr": "ENV-DUMP-PLACEHOLDER"}])  # fmt: skip
+    # A worker that dumps its environment to stderr, then fails.
+    dump = sample.root.parent / "dump-env"
+    dump.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 1.0; exit 0; fi\n"
+                    "env >&2; pwd >&2; exit 2\n")  # fmt: skip
+    dump.chmod(0o755)
+    reg["agents"][0]["cmd"] = str(dump)
+    reg["agents"][0]["version"] = ">=1"
+    sample.write_json("ai/agents/registry.json", reg)
+    res = sample.cli("next", "demo",
+                     env={"CANARY_SECRET": "s3cr3t-canary", "ALLOWED_NAME": "yes"})  # fmt: skip
+    assert res.returncode == 1
+    call = next(e for e in sample.events() if e["event"] == "subagent_invoked")
+    stderr = (sample.root / "ai/exchanges/demo" / call["details"]["call_id"] / "stderr.log")
+    text = stderr.read_text()
+    assert "s3cr3t-canary" not in text and "ALLOWED_NAME=yes" in text
+    assert "TZ=UTC" in text and "LC_ALL=C" in text
+    assert str(sample.root / "ai" / "tmp") in text  # cwd: a scratch worktree, not the tree
+    names = {line.split("=", 1)[0] for line in text.splitlines() if "=" in line}
+    assert not any(n.startswith("GIT_") for n in names)
+    failed = next(e for e in sample.events() if e["event"] == "subagent_failed")
+    assert failed["details"]["kind"] == "format"
+
+
+def test_registry_version_out_of_range_halts_before_any_call(sample: Sample) -> None:
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"][0]["version"] = ">=99"
+    sample.write_json("ai/agents/registry.json", reg)
+    sample.write_plan([subtask("T1")])
+    res = sample.cli("next", "demo")
+    assert res.returncode == 1 and "outside >=99" in res.stderr
+    assert "subagent_invoked" not in sample.names()

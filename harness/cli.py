@@ -237,7 +237,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     block = state.blocker(log.events)
     if args.json:
-        blocked = None if block is None else {"step": block.get("step"), "error": block.get("error")}
+        blocked = block and {"step": block.get("step"), "error": block.get("error")}
         doc = {"task_id": task_id, "blocked": blocked, "subtasks": rows,
                "complete": state.has(log.events, "task_completed")}  # fmt: skip
         sys.stdout.write(files.pretty(doc).decode())

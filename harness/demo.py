@@ -29,19 +29,11 @@ SAMPLE = {
     ),
 }
 
-SUBTRACT = """\
-diff --git a/src/calc.py b/src/calc.py
---- a/src/calc.py
-+++ b/src/calc.py
-@@ -3,3 +3,7 @@
- 
- def add(a, b):
-     return a + b
-+
-+
-+def subtract(a, b):
-+    return a - b
-"""
+SUBTRACT = (
+    "diff --git a/src/calc.py b/src/calc.py\n--- a/src/calc.py\n+++ b/src/calc.py\n"
+    "@@ -3,3 +3,7 @@\n \n def add(a, b):\n     return a + b\n"
+    "+\n+\n+def subtract(a, b):\n+    return a - b\n"
+)
 
 TEST_SUBTRACT = """\
 diff --git a/tests/test_subtract.py b/tests/test_subtract.py

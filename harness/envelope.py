@@ -42,7 +42,7 @@ def call_id(
     epoch: int,
 ) -> str:
     """sha256 of the canonical JSON (RFC 8785) of everything that shapes the answer."""
-    material = {
+    material: dict[str, Any] = {
         "task_id": task_id,
         "subtask": sub.id,
         "role": sub.role,

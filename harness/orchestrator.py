@@ -142,7 +142,7 @@ class Subtask:
         while True:
             mine = state.current(self.task.events, self.sub.id)
             if mine and mine[-1]["event"] == "step_failed":
-                self.block(mine[-1].get("error", "step failed"))
+                self.block(str(mine[-1].get("error", "step failed")))
             att = state.attempt(mine)
             failed = state.failure(att)
             if failed is not None:
@@ -154,7 +154,7 @@ class Subtask:
                         details={"call_id": att.call_id, "after": failed["event"]},
                     )
                     continue
-                self.fail(failed.get("error", failed["event"]), failed["event"])
+                self.fail(str(failed.get("error", failed["event"])), failed["event"])
                 continue
             if self.attempt(att):
                 return
@@ -178,7 +178,7 @@ class Subtask:
             raise InvalidInput(f"subtask {sub.id}: no agent in the registry takes {sub.role!r}")
         if invoked is None:
             self.probe(agent)
-        call = self.envelope(att, invoked, agent)
+        call = self.build_call(att, invoked, agent)
         if call is None:
             return False
         if invoked is None:
@@ -223,7 +223,9 @@ class Subtask:
                 agent, self.task.layout.root, worker.env_for(agent, home)
             )
 
-    def envelope(self, att: state.Attempt, invoked: Event | None, agent: Agent) -> envelope.Call | None:
+    def build_call(
+        self, att: state.Attempt, invoked: Event | None, agent: Agent
+    ) -> envelope.Call | None:
         """The call for this attempt; rebuilt from the log's record when resuming one."""
         task, sub = self.task, self.sub
         if invoked is not None:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import git
-from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+from git.exc import InvalidGitRepositoryError, NoSuchPathError
 
 from . import clock
 from .errors import HarnessError, InvalidInput

@@ -37,8 +37,8 @@ def _covers(outer: list[str], inner: list[str]) -> bool:
     if not outer:
         return not inner
     head, rest = outer[0], outer[1:]
-    if head == "**":
-        return any(_covers(rest, inner[i:]) for i in range(len(inner) + 1))
+    if head == "**":  # a trailing ** matches one segment or more, never none
+        return bool(rest or inner) and any(_covers(rest, inner[i:]) for i in range(len(inner) + 1))
     if not inner or inner[0] == "**":
         return False
     seg = inner[0]

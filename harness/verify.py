@@ -34,7 +34,9 @@ def run(name: str, command: str, times: int, worktree: Path, home: Path, timeout
     tail = ""
     for i in range(times):
         log = home / f"{name}-{i + 1}.log"
-        result = proc.shell(command, cwd=worktree, env=env, stdout=log, stderr=log, hard_s=timeout_s)
+        result = proc.shell(
+            command, cwd=worktree, env=env, stdout=log, stderr=log, hard_s=timeout_s
+        )
         code = result.code if result.timed_out is None else 124
         codes.append(code)
         if code != 0 and not tail:

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hostile_corpus import BASE_FILES, BENIGN, HOSTILE, SYMLINKS, Case, rules_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.diffgate import OWNED_PREFIX, Change, DiffRefused, Rules, check
 from harness.errors import Halted
+from tests.hostile_corpus import BASE_FILES, BENIGN, HOSTILE, SYMLINKS, Case, rules_for
 
 GATE = [case for case in HOSTILE if case.stage == "gate"]
 APPLY = [case for case in HOSTILE if case.stage == "apply"]

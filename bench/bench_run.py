@@ -1,0 +1,128 @@
+"""Benchmark: `harness run` of 50 trivial subtasks against a bare shell loop doing the same work.
+
+The loop does, per subtask, what any orchestrator must: start the worker (the same scripted
+worker, fed the same two-line envelope) for its canned line, `git apply --check`,
+`git apply --index`, `git commit`. Both run in the same process tree on the same machine, so
+the printed ratio is harness's overhead. Target: <= 2.0x.
+
+Usage: python bench/bench_run.py [--subtasks 50] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+from harness import demo, files
+from harness.layout import Layout
+
+CLOCK = "2026-01-01T00:00:00Z"
+
+
+def patch(i: int) -> str:
+    path = f"notes/n{i:03d}.txt"
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+        f"@@ -0,0 +1 @@\n+note {i}\n"
+    )
+
+
+def prepare(root: Path, n: int) -> Path:
+    """The demo sample with no verify commands, a plan of n subtasks and their answers."""
+    root.mkdir(parents=True)
+    demo.build(root)
+    layout = Layout(root)
+    layout.config.write_text('[identity]\nname = "bench"\nemail = "bench@example.invalid"\n')
+    subtasks = [
+        {"id": f"T{i}", "role": "localized-impl", "goal": f"Add note {i}", "inputs": [],
+         "acceptance": [], "write_scope": "notes/**", "creates": ["notes/*.txt"]}
+        for i in range(n)
+    ]  # fmt: skip
+    files.atomic_write(
+        layout.plan("bench"), files.pretty({"task_id": "bench", "created": CLOCK,
+                                            "subtasks": subtasks})  # fmt: skip
+    )
+    tokens = {"tokens": [{"id": "W1", "paths": ["notes/**"], "expires": "2027-01-01T00:00:00Z",
+                          "one_shot": False}]}  # fmt: skip
+    files.atomic_write(layout.tokens, files.pretty(tokens))
+    answers = [
+        {"subtask": f"T{i}", "result": {"diffs": [{"file": f"notes/n{i:03d}.txt",
+                                                   "patch": patch(i)}]}}
+        for i in range(n)
+    ]  # fmt: skip
+    script = root.parent / "script.json"
+    script.write_bytes(orjson.dumps({"answers": answers}))
+    reg = orjson.loads(layout.registry.read_bytes())
+    reg["agents"][0]["args"] = ["--script", str(script)]
+    files.atomic_write(layout.registry, files.pretty(reg))
+    return script
+
+
+def run_harness(root: Path) -> float:
+    env = {**os.environ, "HARNESS_CLOCK": CLOCK}
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "bench", "--repo", str(root)],
+        env=env, check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return time.perf_counter() - start
+
+
+def run_loop(root: Path, script: Path, n: int) -> float:
+    work = root.parent / "loop"
+    work.mkdir()
+    for i in range(n):
+        ctx = {"ts": CLOCK, "task_id": "bench", "type": "context",
+               "payload": {"repo_root": ".", "branch": "main", "readonly": [], "visible": ["**"],
+                           "call_id": "0" * 64}}  # fmt: skip
+        prompt = {"ts": CLOCK, "task_id": "bench", "type": "prompt",
+                  "payload": {"subtask": f"T{i}", "role": "localized-impl", "goal": f"Add note {i}",
+                              "constraints": [], "inputs": {"paths": [], "blobs": []},
+                              "expected": {"schema": "json", "fields": []}, "write_scope": "none",
+                              "timeouts": {"soft_s": 60, "hard_s": 90}, "budgets": {}}}  # fmt: skip
+        (work / f"env{i}").write_bytes(orjson.dumps(ctx) + b"\n" + orjson.dumps(prompt) + b"\n")
+        (work / f"p{i}.patch").write_text(patch(i))
+    launcher = shlex.quote(str(root / "agents" / "scripted-cli"))
+    loop = (
+        f"for i in $(seq 0 {n - 1}); do "
+        f"{launcher} --script {shlex.quote(str(script))} < {work}/env$i > {work}/out$i || exit 1; "
+        f"git apply --check {work}/p$i.patch && git apply --index {work}/p$i.patch && "
+        f"git -c user.name=b -c user.email=b@b commit -q -m note$i || exit 1; done"
+    )
+    env = {**os.environ, "HARNESS_PYTHON": sys.executable}
+    start = time.perf_counter()
+    subprocess.run(["/bin/sh", "-c", loop], cwd=root, env=env, check=True)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--subtasks", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    best_h, best_l = float("inf"), float("inf")
+    for r in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+            root = Path(tmp) / f"h{r}" / "repo"
+            prepare(root, args.subtasks)
+            best_h = min(best_h, run_harness(root))
+            loop_root = Path(tmp) / f"l{r}" / "repo"
+            script = prepare(loop_root, args.subtasks)
+            best_l = min(best_l, run_loop(loop_root, script, args.subtasks))
+    print(f"subtasks: {args.subtasks}, best of {args.rounds}")
+    print(f"harness run: {best_h:.2f} s ({best_h / args.subtasks * 1000:.0f} ms/subtask)")
+    print(f"shell loop:  {best_l:.2f} s ({best_l / args.subtasks * 1000:.0f} ms/subtask)")
+    print(f"ratio: {best_h / best_l:.2f}x (target <= 2.0x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

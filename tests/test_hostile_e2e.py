@@ -3,6 +3,7 @@ nothing written to the branch (outside the record of the refusal), the tree or e
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -42,8 +43,9 @@ def build(tmp: Path, case: Case) -> Path:
     agent.write_text(launcher("scripted"))
     agent.chmod(0o755)
     script = tmp / "script.json"
-    script.write_bytes(orjson.dumps({"answers": [{"subtask": "T1",
-                                                  "result": {"diffs": case.diffs}}]}))  # fmt: skip
+    # json, not orjson: the corpus holds strings (lone surrogates) orjson will not encode.
+    answers = {"answers": [{"subtask": "T1", "result": {"diffs": case.diffs}}]}
+    script.write_text(json.dumps(answers))
     files.atomic_write(layout.config, (
         f"[scope]\nreadonly = {_toml_list(rules.readonly)}\n"
         f"manifests = {_toml_list(rules.manifests)}\n"

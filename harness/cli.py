@@ -159,6 +159,7 @@ def cmd_plan_validate(args: argparse.Namespace) -> int:
     task_id = _task_id(args.task_id)
     plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
     agents = registry.load(layout.registry, layout.root)
+    config.load(layout.config)  # a broken ai/harness.toml is refused here, not at the first step
     known = tokens.load(layout.tokens, layout.root)
     now = clock.from_env().now()
     problems = []
@@ -192,6 +193,7 @@ def _step(args: argparse.Namespace, loop: bool) -> int:
     layout = _layout(args)
     task_id = _task_id(args.task_id)
     with _locked(layout, task_id, args.wait):
+        tokens.load(layout.tokens, layout.root)  # a broken token store: refused before any write
         task = orchestrator.Task.load(layout, task_id, clock.from_env())
         try:
             while True:

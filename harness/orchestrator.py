@@ -176,12 +176,13 @@ class Subtask:
         agent = registry.route(task.agents, sub.role, sub.agent)
         if agent is None:
             raise InvalidInput(f"subtask {sub.id}: no agent in the registry takes {sub.role!r}")
-        if invoked is None:
-            self.probe(agent)
         call = self.build_call(att, invoked, agent)
         if call is None:
             return False
+        folder = task.layout.exchange(task.task_id, call.call_id)
         if invoked is None:
+            if exchanges.load(folder) is None:
+                self.probe(agent)  # before the first call, and only when one is needed
             details = {
                 "subagent": agent.id,
                 "role": sub.role,
@@ -305,6 +306,7 @@ class Subtask:
 
     def call(self, agent: Agent, call: envelope.Call, folder: Path) -> exchanges.Exchange:
         task = self.task
+        self.probe(agent)
         staging = exchanges.stage(task.tmp("staging") / call.call_id, call)
         home = task.tmp("home")
         shutil.rmtree(home, ignore_errors=True)
@@ -350,26 +352,27 @@ class Subtask:
         """Gate the diffs, verify them in a scratch worktree, commit; None after a failure."""
         task, sub = self.task, self.sub
         base = call.context["payload"]["base"]
-        token = self.token_for_apply(call)
-        if token is None:
-            return None
-        try:
-            changes = diffgate.check(diffs, self.rules(token))
-        except diffgate.DiffRefused as refused:
-            self.fail(str(refused), "gate")
-            return None
-        paths = sorted({p for c in changes for p in (c.path, c.old_path) if p is not None})
+        # A run killed after committing this call left the commit: finish its work instead.
         made = task.git.find_commit("Harness-Call-Id", call.call_id, base)
         if made is None:
+            token = self.token_for_apply(call)
+            if token is None:
+                return None
+            try:
+                changes = diffgate.check(diffs, self.rules(token))
+            except diffgate.DiffRefused as refused:
+                self.fail(str(refused), "gate")
+                return None
             made = self.verify_and_commit(att, call, changes)
             if made is None:
                 return None
+        paths = task.git.changed(made)
         task.git.sync(made, paths)
         fault("after:sync")
-        if token.one_shot:
-            tokens.spend(task.layout.tokens, task.layout.root, token.id, task.task_id,
-                         call.call_id, made)  # fmt: skip
-        details = {"commit": made, "files": paths, "call_id": call.call_id, "token": token.id}
+        token_id = str(_token_of(call))
+        tokens.spend(task.layout.tokens, task.layout.root, token_id, task.task_id,
+                     call.call_id, made)  # fmt: skip
+        details = {"commit": made, "files": paths, "call_id": call.call_id, "token": token_id}
         self.log.append("subagent_diffs_applied", "ok", step=sub.id, details=details)
         return made
 
@@ -379,14 +382,10 @@ class Subtask:
         if token_id is None:
             self.fail("diffs returned but the call had no write token (write_scope none)", "gate")
             return None
-        found = next(
-            (t for t in tokens.load(self.task.layout.tokens, self.task.layout.root)
-             if t.id == token_id),
-            None,
-        )  # fmt: skip
-        spent_here = found is not None and (found.spent or {}).get("call_id") == call.call_id
-        why = "token vanished" if found is None else found.usable_at(self.task.clock.now())
-        if why is not None and not spent_here:
+        known = tokens.load(self.task.layout.tokens, self.task.layout.root)
+        found = next((t for t in known if t.id == token_id), None)
+        why = "it no longer exists" if found is None else found.usable_at(self.task.clock.now())
+        if why is not None:
             self.fail(f"write token {token_id}: {why}", "gate")
             return None
         return found

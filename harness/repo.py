@@ -104,6 +104,12 @@ class Repo:
         found = out.split()
         return found[0] if found else None
 
+    def changed(self, commit: str) -> list[str]:
+        """Paths a commit changed against its first parent (both ends of a rename)."""
+        out = self.git("diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames",
+                       f"{commit}^", commit)  # fmt: skip
+        return sorted(filter(None, out.split("\0")))
+
     # -- scratch worktrees -----------------------------------------------------------------
 
     @contextmanager

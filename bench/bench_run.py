@@ -42,22 +42,39 @@ def prepare(root: Path, n: int) -> Path:
     layout = Layout(root)
     layout.config.write_text('[identity]\nname = "bench"\nemail = "bench@example.invalid"\n')
     subtasks = [
-        {"id": f"T{i}", "role": "localized-impl", "goal": f"Add note {i}", "inputs": [],
-         "acceptance": [], "write_scope": "notes/**", "creates": ["notes/*.txt"]}
+        {
+            "id": f"T{i}",
+            "role": "localized-impl",
+            "goal": f"Add note {i}",
+            "inputs": [],
+            "acceptance": [],
+            "write_scope": "notes/**",
+            "creates": ["notes/*.txt"],
+        }
         for i in range(n)
-    ]  # fmt: skip
+    ]
     files.atomic_write(
-        layout.plan("bench"), files.pretty({"task_id": "bench", "created": CLOCK,
-                                            "subtasks": subtasks})  # fmt: skip
+        layout.plan("bench"),
+        files.pretty({"task_id": "bench", "created": CLOCK, "subtasks": subtasks}),
     )
-    tokens = {"tokens": [{"id": "W1", "paths": ["notes/**"], "expires": "2027-01-01T00:00:00Z",
-                          "one_shot": False}]}  # fmt: skip
+    tokens = {
+        "tokens": [
+            {
+                "id": "W1",
+                "paths": ["notes/**"],
+                "expires": "2027-01-01T00:00:00Z",
+                "one_shot": False,
+            }
+        ]
+    }
     files.atomic_write(layout.tokens, files.pretty(tokens))
     answers = [
-        {"subtask": f"T{i}", "result": {"diffs": [{"file": f"notes/n{i:03d}.txt",
-                                                   "patch": patch(i)}]}}
+        {
+            "subtask": f"T{i}",
+            "result": {"diffs": [{"file": f"notes/n{i:03d}.txt", "patch": patch(i)}]},
+        }
         for i in range(n)
-    ]  # fmt: skip
+    ]
     script = root.parent / "script.json"
     script.write_bytes(orjson.dumps({"answers": answers}))
     reg = orjson.loads(layout.registry.read_bytes())
@@ -71,8 +88,10 @@ def run_harness(root: Path) -> float:
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", "bench", "--repo", str(root)],
-        env=env, check=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - start
 
 
@@ -80,14 +99,34 @@ def run_loop(root: Path, script: Path, n: int) -> float:
     work = root.parent / "loop"
     work.mkdir()
     for i in range(n):
-        ctx = {"ts": CLOCK, "task_id": "bench", "type": "context",
-               "payload": {"repo_root": ".", "branch": "main", "readonly": [], "visible": ["**"],
-                           "call_id": "0" * 64}}  # fmt: skip
-        prompt = {"ts": CLOCK, "task_id": "bench", "type": "prompt",
-                  "payload": {"subtask": f"T{i}", "role": "localized-impl", "goal": f"Add note {i}",
-                              "constraints": [], "inputs": {"paths": [], "blobs": []},
-                              "expected": {"schema": "json", "fields": []}, "write_scope": "none",
-                              "timeouts": {"soft_s": 60, "hard_s": 90}, "budgets": {}}}  # fmt: skip
+        ctx = {
+            "ts": CLOCK,
+            "task_id": "bench",
+            "type": "context",
+            "payload": {
+                "repo_root": ".",
+                "branch": "main",
+                "readonly": [],
+                "visible": ["**"],
+                "call_id": "0" * 64,
+            },
+        }
+        prompt = {
+            "ts": CLOCK,
+            "task_id": "bench",
+            "type": "prompt",
+            "payload": {
+                "subtask": f"T{i}",
+                "role": "localized-impl",
+                "goal": f"Add note {i}",
+                "constraints": [],
+                "inputs": {"paths": [], "blobs": []},
+                "expected": {"schema": "json", "fields": []},
+                "write_scope": "none",
+                "timeouts": {"soft_s": 60, "hard_s": 90},
+                "budgets": {},
+            },
+        }
         (work / f"env{i}").write_bytes(orjson.dumps(ctx) + b"\n" + orjson.dumps(prompt) + b"\n")
         (work / f"p{i}.patch").write_text(patch(i))
     launcher = shlex.quote(str(root / "agents" / "scripted-cli"))

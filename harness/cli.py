@@ -240,13 +240,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     block = state.blocker(log.events)
     if args.json:
         blocked = block and {"step": block.get("step"), "error": block.get("error")}
-        doc = {"task_id": task_id, "blocked": blocked, "subtasks": rows,
-               "complete": state.has(log.events, "task_completed")}  # fmt: skip
+        doc = {
+            "task_id": task_id,
+            "blocked": blocked,
+            "subtasks": rows,
+            "complete": state.has(log.events, "task_completed"),
+        }
         sys.stdout.write(files.pretty(doc).decode())
         return 0
     for row in rows:
-        print(f"{row['id']}\t{row['role']}\t{row['status']}\t{_short(row['commit'])}"
-              f"\t{_short(row['call_id'])}")  # fmt: skip
+        print(
+            f"{row['id']}\t{row['role']}\t{row['status']}\t{_short(row['commit'])}"
+            f"\t{_short(row['call_id'])}"
+        )
     if block is not None:
         print(f"blocked at {block.get('step')}: {block.get('error')}")
     return 0
@@ -300,9 +306,12 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--repo", help="repository root (default: the enclosing git repository)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def add(name: str, func: Callable[[argparse.Namespace], int], helptext: str,
-            into: argparse._SubParsersAction[argparse.ArgumentParser] = sub
-            ) -> argparse.ArgumentParser:  # fmt: skip
+    def add(
+        name: str,
+        func: Callable[[argparse.Namespace], int],
+        helptext: str,
+        into: argparse._SubParsersAction[argparse.ArgumentParser] = sub,
+    ) -> argparse.ArgumentParser:
         p = into.add_parser(name, parents=[common], help=helptext, description=helptext)
         p.set_defaults(func=func)
         return p

@@ -156,10 +156,14 @@ def build(root: Path) -> None:
     files.atomic_write(layout.registry, files.pretty(registry))
     tokens = {
         "tokens": [
-            {"id": "W1", "paths": ["src/**", "tests/**", "docs/**"],
-             "expires": "2026-01-02T00:00:00Z", "one_shot": False}
+            {
+                "id": "W1",
+                "paths": ["src/**", "tests/**", "docs/**"],
+                "expires": "2026-01-02T00:00:00Z",
+                "one_shot": False,
+            }
         ]
-    }  # fmt: skip
+    }
     files.atomic_write(layout.tokens, files.pretty(tokens))
     files.atomic_write(layout.plan("demo"), files.pretty(PLAN))
     repo.create(root, "main", "Sample calculator", WHO, START)

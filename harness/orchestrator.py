@@ -117,14 +117,9 @@ def refuse_dirty(task: Task) -> None:
     """The user's uncommitted work is never touched: refuse if it lies where we may write."""
     finished = state.done(task.events)
     globs = [
-        g
-        for s in task.plan.subtasks
-        if s.id not in finished
-        for g in (*s.write_scope, *s.creates)
+        g for s in task.plan.subtasks if s.id not in finished for g in (*s.write_scope, *s.creates)
     ]
-    risky = [
-        p for p in task.git.dirty() if not p.startswith("ai/") and scope.matches(p, globs)
-    ]
+    risky = [p for p in task.git.dirty() if not p.startswith("ai/") and scope.matches(p, globs)]
     if risky:
         shown = ", ".join(risky[:5]) + (" ..." if len(risky) > 5 else "")
         raise InvalidInput(f"uncommitted changes where the task may write: {shown}")
@@ -160,8 +155,9 @@ class Subtask:
                 return
 
     def fail(self, reason: str, phase: str) -> None:
-        self.log.append("step_failed", "error", step=self.sub.id, details={"phase": phase},
-                        error=reason)  # fmt: skip
+        self.log.append(
+            "step_failed", "error", step=self.sub.id, details={"phase": phase}, error=reason
+        )
 
     def block(self, reason: str) -> None:
         self.log.append("blocker_encountered", "blocked", step=self.sub.id, error=reason)
@@ -342,9 +338,12 @@ class Subtask:
         else:
             details["kind"] = outcome.kind
             self.log.append(
-                "subagent_failed", "error", step=self.sub.id, details=details,
+                "subagent_failed",
+                "error",
+                step=self.sub.id,
+                details=details,
                 error=outcome.message,
-            )  # fmt: skip
+            )
 
     # -- gate, verify, commit ----------------------------------------------------------------
 
@@ -370,8 +369,9 @@ class Subtask:
         task.git.sync(made, paths)
         fault("after:sync")
         token_id = str(_token_of(call))
-        tokens.spend(task.layout.tokens, task.layout.root, token_id, task.task_id,
-                     call.call_id, made)  # fmt: skip
+        tokens.spend(
+            task.layout.tokens, task.layout.root, token_id, task.task_id, call.call_id, made
+        )
         details = {"commit": made, "files": paths, "call_id": call.call_id, "token": token_id}
         self.log.append("subagent_diffs_applied", "ok", step=sub.id, details=details)
         return made
@@ -424,8 +424,10 @@ class Subtask:
                     self.fail(f"git apply refused {change.path}: {problem}", "apply")
                     return None
             tree = git.write_tree(wt)
-            for name, command, times in (("build", task.config.build, 1),
-                                         ("test", task.config.test, 2)):  # fmt: skip
+            for name, command, times in (
+                ("build", task.config.build, 1),
+                ("test", task.config.test, 2),
+            ):
                 if command and not self.check(att, name, command, times, wt, home):
                     return None
         message = (
@@ -448,8 +450,10 @@ class Subtask:
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True)
         result = verify.run(name, command, times, wt, home, self.task.config.verify_timeout_s)
-        good, bad = {"build": ("build_succeeded", "build_failed"),
-                     "test": ("test_passed", "test_failed")}[name]  # fmt: skip
+        good, bad = {
+            "build": ("build_succeeded", "build_failed"),
+            "test": ("test_passed", "test_failed"),
+        }[name]
         details: dict[str, Any] = {"command": command, "exit_codes": list(result.codes)}
         if result.passed:
             if not att.has(good):

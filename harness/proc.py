@@ -141,5 +141,13 @@ def shell(
     hard_s: float | None = None,
 ) -> Result:
     """Run `command` with /bin/sh -c through run()."""
-    return run(["/bin/sh", "-c", command], cwd=cwd, env=env, stdin=stdin, stdout=stdout,
-               stderr=stderr, soft_s=soft_s, hard_s=hard_s)  # fmt: skip
+    return run(
+        ["/bin/sh", "-c", command],
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        soft_s=soft_s,
+        hard_s=hard_s,
+    )

@@ -106,8 +106,16 @@ class Repo:
 
     def changed(self, commit: str) -> list[str]:
         """Paths a commit changed against its first parent (both ends of a rename)."""
-        out = self.git("diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames",
-                       f"{commit}^", commit)  # fmt: skip
+        out = self.git(
+            "diff-tree",
+            "--no-commit-id",
+            "--name-only",
+            "-r",
+            "-z",
+            "--no-renames",
+            f"{commit}^",
+            commit,
+        )
         return sorted(filter(None, out.split("\0")))
 
     # -- scratch worktrees -----------------------------------------------------------------

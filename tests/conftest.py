@@ -26,13 +26,18 @@ class Sample:
 
     # -- running ---------------------------------------------------------------------------
 
-    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120
-            ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    def cli(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         full = {**os.environ, "HARNESS_CLOCK": CLOCK, **(env or {})}
         return subprocess.run(
             [sys.executable, "-m", "harness.cli", *args, "--repo", str(self.root)],
-            capture_output=True, text=True, env=full, timeout=timeout, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=full,
+            timeout=timeout,
+            check=False,
+        )
 
     def git(self, *args: str) -> str:
         return subprocess.run(
@@ -95,8 +100,12 @@ def subtask(sid: str, patch: str | None = None, **fields: Any) -> dict[str, Any]
     return base | fields
 
 
-def ok(sid: str, *diffs: tuple[str, str], retry: bool | None = None,
-       artifacts: list[dict[str, str]] | None = None) -> dict[str, Any]:  # fmt: skip
+def ok(
+    sid: str,
+    *diffs: tuple[str, str],
+    retry: bool | None = None,
+    artifacts: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """A scripted successful answer carrying (file, patch) diffs."""
     answer: dict[str, Any] = {
         "subtask": sid,

@@ -36,8 +36,11 @@ def build(tmp: Path, case: Case) -> Path:
         os.symlink(target, root / rel)
     subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
-                   cwd=root, check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
+        cwd=root,
+        check=True,
+    )
     layout = Layout(root)
     agent = tmp / "scripted-cli"
     agent.write_text(launcher("scripted"))
@@ -46,39 +49,70 @@ def build(tmp: Path, case: Case) -> Path:
     # json, not orjson: the corpus holds strings (lone surrogates) orjson will not encode.
     answers = {"answers": [{"subtask": "T1", "result": {"diffs": case.diffs}}]}
     script.write_text(json.dumps(answers))
-    files.atomic_write(layout.config, (
-        f"[scope]\nreadonly = {_toml_list(rules.readonly)}\n"
-        f"manifests = {_toml_list(rules.manifests)}\n"
-        f"[limits]\nmax_diff_bytes = {rules.max_bytes}\nmax_files = {rules.max_files}\n"
-    ).encode())  # fmt: skip
-    registry = {"agents": [{"id": "scripted", "cmd": str(agent), "version": ">=0.1",
-                            "capabilities": ["localized-impl"],
-                            "args": ["--script", str(script)]}]}  # fmt: skip
+    files.atomic_write(
+        layout.config,
+        (
+            f"[scope]\nreadonly = {_toml_list(rules.readonly)}\n"
+            f"manifests = {_toml_list(rules.manifests)}\n"
+            f"[limits]\nmax_diff_bytes = {rules.max_bytes}\nmax_files = {rules.max_files}\n"
+        ).encode(),
+    )
+    registry = {
+        "agents": [
+            {
+                "id": "scripted",
+                "cmd": str(agent),
+                "version": ">=0.1",
+                "capabilities": ["localized-impl"],
+                "args": ["--script", str(script)],
+            }
+        ]
+    }
     files.atomic_write(layout.registry, files.pretty(registry))
-    tokens = [{"id": "W1", "paths": list(rules.token_paths), "expires": "2026-01-02T00:00:00Z",
-               "one_shot": False}] if rules.token_paths else []  # fmt: skip
+    tokens = (
+        [
+            {
+                "id": "W1",
+                "paths": list(rules.token_paths),
+                "expires": "2026-01-02T00:00:00Z",
+                "one_shot": False,
+            }
+        ]
+        if rules.token_paths
+        else []
+    )
     files.atomic_write(layout.tokens, files.pretty({"tokens": tokens}))
     sub = {
-        "id": "T1", "role": "localized-impl", "goal": f"case {case.name}",
-        "inputs": sorted(p for p in rules.cited if p in BASE_FILES), "acceptance": [],
-        "write_scope": list(rules.write_scope), "creates": list(rules.creates),
-        "allow_new_deps": not rules.no_new_deps, "allow_mode_change": rules.allow_mode_change,
-    }  # fmt: skip
-    files.atomic_write(layout.plan("demo"), files.pretty(
-        {"task_id": "demo", "created": CLOCK, "subtasks": [sub]}))  # fmt: skip
+        "id": "T1",
+        "role": "localized-impl",
+        "goal": f"case {case.name}",
+        "inputs": sorted(p for p in rules.cited if p in BASE_FILES),
+        "acceptance": [],
+        "write_scope": list(rules.write_scope),
+        "creates": list(rules.creates),
+        "allow_new_deps": not rules.no_new_deps,
+        "allow_mode_change": rules.allow_mode_change,
+    }
+    files.atomic_write(
+        layout.plan("demo"), files.pretty({"task_id": "demo", "created": CLOCK, "subtasks": [sub]})
+    )
     return root
 
 
 def run_next(root: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "harness.cli", "next", "demo", "--repo", str(root)],
-        capture_output=True, text=True, env={**os.environ, "HARNESS_CLOCK": CLOCK}, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HARNESS_CLOCK": CLOCK},
+        check=False,
+    )
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    return subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def snapshot(tmp: Path) -> dict[str, bytes]:
@@ -107,8 +141,10 @@ def test_hostile_diff_is_refused_with_nothing_written(tmp_path: Path, case: Case
     before = snapshot(tmp_path)
     res = run_next(root)
     assert res.returncode == 1, res.stderr
-    events = [orjson.loads(line) for line in (root / "ai/tasks/demo/progress.ndjson")
-              .read_bytes().splitlines()]  # fmt: skip
+    events = [
+        orjson.loads(line)
+        for line in (root / "ai/tasks/demo/progress.ndjson").read_bytes().splitlines()
+    ]
     names = [e["event"] for e in events]
     assert names[-2:] == ["step_failed", "blocker_encountered"]
     assert "subagent_diffs_applied" not in names
@@ -125,9 +161,7 @@ def test_hostile_diff_is_refused_with_nothing_written(tmp_path: Path, case: Case
     else:
         assert failed["details"]["phase"] == "apply"
     # The branch gained only the record of the refusal: no change outside ai/.
-    assert git(root, "log", "--format=%s", f"{base}..HEAD").splitlines() == [
-        "harness: record demo"
-    ]
+    assert git(root, "log", "--format=%s", f"{base}..HEAD").splitlines() == ["harness: record demo"]
     assert git(root, "diff", "--name-only", base, "HEAD", "--", ".", ":(exclude)ai") == ""
     assert snapshot(tmp_path) == before
     assert git(root, "status", "--porcelain") == ""

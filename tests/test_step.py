@@ -20,9 +20,11 @@ def chain_ok(sample: Sample) -> None:
 
 
 def test_demo_plan_runs_to_completion_with_one_commit_per_subtask(sample: Sample) -> None:
-    sample.write_script([  # the demo's own answers
-        *orjson.loads((sample.root / "agents/script.json").read_bytes())["answers"]
-    ])  # fmt: skip
+    sample.write_script(
+        [  # the demo's own answers
+            *orjson.loads((sample.root / "agents/script.json").read_bytes())["answers"]
+        ]
+    )
     base = sample.head()
     res = sample.cli("run", "demo")
     assert res.returncode == 0, res.stderr
@@ -125,15 +127,21 @@ def test_resume_without_a_blocker_is_refused(sample: Sample) -> None:
 
 def test_retryable_failure_gets_one_constrained_retry(sample: Sample) -> None:
     sample.write_plan([subtask("T1")])
-    sample.write_script([
-        err("T1", "retryable", "rate limited", retry=False),
-        ok("T1", ("src/calc.py", calc_patch()), retry=True),
-    ])  # fmt: skip
+    sample.write_script(
+        [
+            err("T1", "retryable", "rate limited", retry=False),
+            ok("T1", ("src/calc.py", calc_patch()), retry=True),
+        ]
+    )
     res = sample.cli("next", "demo")
     assert res.returncode == 0, res.stderr
     names = sample.names()
-    assert names[1:5] == ["subagent_invoked", "subagent_failed", "subagent_retried",
-                          "subagent_invoked"]  # fmt: skip
+    assert names[1:5] == [
+        "subagent_invoked",
+        "subagent_failed",
+        "subagent_retried",
+        "subagent_invoked",
+    ]
     calls = [e["details"]["call_id"] for e in sample.events() if e["event"] == "subagent_invoked"]
     assert calls[0] != calls[1]
     prompt = orjson.loads(
@@ -198,14 +206,18 @@ def test_build_failure_is_logged(sample: Sample) -> None:
 
 
 def test_dependency_artifacts_are_passed_as_blobs(sample: Sample) -> None:
-    sample.write_plan([
-        subtask("T1"),
-        subtask("T2", depends_on=["T1"], write_scope="docs/**", creates=["docs/*.md"]),
-    ])  # fmt: skip
-    sample.write_script([
-        ok("T1", artifacts=[{"name": "notes.md", "type": "text/markdown", "content": "hello"}]),
-        ok("T2", ("docs/x.md", new_file_patch("docs/x.md", ["# x"]))),
-    ])  # fmt: skip
+    sample.write_plan(
+        [
+            subtask("T1"),
+            subtask("T2", depends_on=["T1"], write_scope="docs/**", creates=["docs/*.md"]),
+        ]
+    )
+    sample.write_script(
+        [
+            ok("T1", artifacts=[{"name": "notes.md", "type": "text/markdown", "content": "hello"}]),
+            ok("T2", ("docs/x.md", new_file_patch("docs/x.md", ["# x"]))),
+        ]
+    )
     res = sample.cli("run", "demo")
     assert res.returncode == 0, res.stderr
     t2 = [e for e in sample.events() if e["event"] == "subagent_invoked"][1]["details"]["call_id"]
@@ -230,8 +242,10 @@ def test_envelope_is_two_lines_with_call_id_and_scope(sample: Sample) -> None:
     assert context["payload"]["visible"] == ["src/**", "tests/**"]
     assert prompt["payload"]["write_scope"] == "token:W1"
     assert prompt["payload"]["constraints"] == [
-        "ground-in-provided-files-only", "no-new-deps", "no-speculation"
-    ]  # fmt: skip
+        "ground-in-provided-files-only",
+        "no-new-deps",
+        "no-speculation",
+    ]
     meta = orjson.loads((folder / "meta.json").read_bytes())
     assert meta["exit_code"] == 0 and meta["outcome"] == {"status": "ok"}
 
@@ -251,14 +265,26 @@ def test_no_token_means_write_scope_none_and_diffs_refused(sample: Sample) -> No
 
 
 def test_one_shot_token_is_spent_by_its_first_applied_diff(sample: Sample) -> None:
-    sample.write_json("ai/agents/write_tokens.json", {"tokens": [
-        {"id": "W9", "paths": ["src/**"], "expires": "2026-01-02T00:00:00Z", "one_shot": True}
-    ]})  # fmt: skip
+    sample.write_json(
+        "ai/agents/write_tokens.json",
+        {
+            "tokens": [
+                {
+                    "id": "W9",
+                    "paths": ["src/**"],
+                    "expires": "2026-01-02T00:00:00Z",
+                    "one_shot": True,
+                }
+            ]
+        },
+    )
     sample.write_plan([subtask("T1"), subtask("T2", depends_on=["T1"])])
-    sample.write_script([
-        ok("T1", ("src/calc.py", calc_patch("A = 1"))),
-        ok("T2", ("src/calc.py", calc_patch("B = 1"))),
-    ])  # fmt: skip
+    sample.write_script(
+        [
+            ok("T1", ("src/calc.py", calc_patch("A = 1"))),
+            ok("T2", ("src/calc.py", calc_patch("B = 1"))),
+        ]
+    )
     assert sample.cli("next", "demo").returncode == 0
     token = sample.read_json("ai/agents/write_tokens.json")["tokens"][0]
     assert token["spent"]["task_id"] == "demo"
@@ -268,9 +294,19 @@ def test_one_shot_token_is_spent_by_its_first_applied_diff(sample: Sample) -> No
 
 
 def test_expired_token_at_apply_is_refused(sample: Sample) -> None:
-    sample.write_json("ai/agents/write_tokens.json", {"tokens": [
-        {"id": "W9", "paths": ["src/**"], "expires": "2026-01-01T00:00:03Z", "one_shot": False}
-    ]})  # fmt: skip
+    sample.write_json(
+        "ai/agents/write_tokens.json",
+        {
+            "tokens": [
+                {
+                    "id": "W9",
+                    "paths": ["src/**"],
+                    "expires": "2026-01-01T00:00:03Z",
+                    "one_shot": False,
+                }
+            ]
+        },
+    )
     sample.write_plan([subtask("T1")])
     sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
     res = sample.cli("next", "demo")
@@ -320,10 +356,12 @@ def test_worker_timeout_kills_and_retries(sample: Sample) -> None:
     reg["agents"][0]["timeouts"] = {"soft_s": 0.5, "hard_s": 1.0}
     sample.write_json("ai/agents/registry.json", reg)
     sample.write_plan([subtask("T1")])
-    sample.write_script([
-        {"subtask": "T1", "retry": False, "sleep_s": 30, "ignore_term": True},
-        ok("T1", ("src/calc.py", calc_patch()), retry=True),
-    ])  # fmt: skip
+    sample.write_script(
+        [
+            {"subtask": "T1", "retry": False, "sleep_s": 30, "ignore_term": True},
+            ok("T1", ("src/calc.py", calc_patch()), retry=True),
+        ]
+    )
     res = sample.cli("next", "demo", timeout=60)
     assert res.returncode == 0, res.stderr
     failed = next(e for e in sample.events() if e["event"] == "subagent_failed")
@@ -335,21 +373,20 @@ def test_worker_sees_only_the_allowlisted_environment(sample: Sample) -> None:
     reg["agents"][0]["env"] = ["ALLOWED_NAME"]
     sample.write_json("ai/agents/registry.json", reg)
     sample.write_plan([subtask("T1")])
-    sample.write_script([{"subtask": "T1", "raw": "", "exit": 2,
-                          "stderr": "ENV-DUMP-PLACEHOLDER"}])  # fmt: skip
+    sample.write_script([{"subtask": "T1", "raw": "", "exit": 2, "stderr": "ENV-DUMP-PLACEHOLDER"}])
     # A worker that dumps its environment to stderr, then fails.
     dump = sample.root.parent / "dump-env"
-    dump.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 1.0; exit 0; fi\n"
-                    "env >&2; pwd >&2; exit 2\n")  # fmt: skip
+    dump.write_text(
+        '#!/bin/sh\nif [ "$1" = --version ]; then echo 1.0; exit 0; fi\nenv >&2; pwd >&2; exit 2\n'
+    )
     dump.chmod(0o755)
     reg["agents"][0]["cmd"] = str(dump)
     reg["agents"][0]["version"] = ">=1"
     sample.write_json("ai/agents/registry.json", reg)
-    res = sample.cli("next", "demo",
-                     env={"CANARY_SECRET": "s3cr3t-canary", "ALLOWED_NAME": "yes"})  # fmt: skip
+    res = sample.cli("next", "demo", env={"CANARY_SECRET": "s3cr3t-canary", "ALLOWED_NAME": "yes"})
     assert res.returncode == 1
     call = next(e for e in sample.events() if e["event"] == "subagent_invoked")
-    stderr = (sample.root / "ai/exchanges/demo" / call["details"]["call_id"] / "stderr.log")
+    stderr = sample.root / "ai/exchanges/demo" / call["details"]["call_id"] / "stderr.log"
     text = stderr.read_text()
     assert "s3cr3t-canary" not in text and "ALLOWED_NAME=yes" in text
     assert "TZ=UTC" in text and "LC_ALL=C" in text

@@ -96,8 +96,13 @@ def _play(answer: dict[str, Any], agent_id: str, task_id: str, ts: str) -> int:
 
 
 def _error(agent_id: str, task_id: str, ts: str, message: str, kind: str) -> int:
-    out = {"ts": ts, "task_id": task_id, "agent_id": agent_id, "status": "error",
-           "error": {"message": message, "kind": kind}}  # fmt: skip
+    out = {
+        "ts": ts,
+        "task_id": task_id,
+        "agent_id": agent_id,
+        "status": "error",
+        "error": {"message": message, "kind": kind},
+    }
     sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_SORT_KEYS) + b"\n")
     return 2 if kind == "hard" else 1
 

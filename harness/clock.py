@@ -10,24 +10,28 @@ FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 class Clock(Protocol):
-    def now(self) -> str: ...
+    def now(self, seq: int) -> str:
+        """The time for something recorded as (or just before) log line `seq`."""
+        ...
 
 
 class SystemClock:
-    def now(self) -> str:
+    def now(self, seq: int) -> str:
         return datetime.now(UTC).strftime(FORMAT)
 
 
 class SteppingClock:
-    """Starts at a fixed instant and advances one second per reading (tests, demo)."""
+    """A fixed start plus one second per log line (tests, demo).
+
+    Deriving time from the log position, not from a count of readings, means a run killed
+    and finished by another process records the same instants as an uninterrupted one.
+    """
 
     def __init__(self, start: str) -> None:
-        self._next = parse(start)
+        self._start = parse(start)
 
-    def now(self) -> str:
-        value = self._next
-        self._next += timedelta(seconds=1)
-        return value.strftime(FORMAT)
+    def now(self, seq: int) -> str:
+        return (self._start + timedelta(seconds=seq)).strftime(FORMAT)
 
 
 def parse(ts: str) -> datetime:

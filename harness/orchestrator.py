@@ -42,7 +42,6 @@ class Task:
 
     layout: Layout
     task_id: str
-    clock: Clock
     git: repo.Repo
     config: config_mod.Config
     plan: plan_mod.Plan
@@ -59,7 +58,6 @@ class Task:
         return cls(
             layout=layout,
             task_id=task_id,
-            clock=clock,
             git=repo.Repo(root),
             config=config_mod.load(layout.config),
             plan=plan_mod.load(plan_path, root, task_id),
@@ -98,6 +96,7 @@ def step(task: Task) -> str | None:
             f"task {task.task_id} is blocked at {block.get('step', '?')}: "
             f"{block.get('error', 'see the log')} (fix it, then `harness resume`)"
         )
+    settle(task)
     refuse_dirty(task)
     if not state.has(task.events, "task_started"):
         task.log.append("task_started", "ok", details={"subtasks": len(task.plan.subtasks)})
@@ -111,6 +110,27 @@ def step(task: Task) -> str | None:
     Subtask(task, sub).run()
     task.sync_checklist()
     return sub.id
+
+
+def settle(task: Task) -> None:
+    """Finish a run killed between moving the branch and updating the user's files.
+
+    Only files still at the parent's version (or already at the commit's) are updated, so
+    anything a person changed since is left for refuse_dirty to report.
+    """
+    finished = state.done(task.events)
+    for sub in task.plan.subtasks:
+        att = state.attempt(state.current(task.events, sub.id))
+        invoked = att.last("subagent_invoked")
+        if sub.id in finished or invoked is None or att.has("subagent_diffs_applied"):
+            continue
+        made = task.git.find_commit(
+            "Harness-Call-Id", att.call_id or "", invoked["details"]["base"]
+        )
+        if made is not None:
+            paths = task.git.changed(made)
+            if all(task.git.matches(p, (f"{made}^", made)) for p in paths):
+                task.git.sync(made, paths)
 
 
 def refuse_dirty(task: Task) -> None:
@@ -229,7 +249,7 @@ class Subtask:
             ts, base = invoked["ts"], invoked["details"]["base"]
             token_id = invoked["details"]["token"]
         else:
-            ts, base = task.clock.now(), task.git.head()
+            ts, base = task.log.now(), task.git.head()
             token_id = self.choose_token(ts)
         hashes = task.git.blob_hashes(base, sub.inputs)
         missing = [p for p, h in hashes.items() if h is None]
@@ -384,7 +404,7 @@ class Subtask:
             return None
         known = tokens.load(self.task.layout.tokens, self.task.layout.root)
         found = next((t for t in known if t.id == token_id), None)
-        why = "it no longer exists" if found is None else found.usable_at(self.task.clock.now())
+        why = "it no longer exists" if found is None else found.usable_at(self.task.log.now())
         if why is not None:
             self.fail(f"write token {token_id}: {why}", "gate")
             return None

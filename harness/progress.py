@@ -52,6 +52,10 @@ class Log:
             self.events.append(event)
             self.head = line_hash(line)
 
+    def now(self) -> str:
+        """The clock read for the next line."""
+        return self.clock.now(len(self.events))
+
     def append(
         self,
         event: str,
@@ -71,7 +75,7 @@ class Log:
         record: dict[str, Any] = {
             "seq": len(self.events),
             "prev": self.head,
-            "ts": ts or self.clock.now(),
+            "ts": ts or self.now(),
             "task_id": self.task_id,
             "event": event,
             "status": status,

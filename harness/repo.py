@@ -118,6 +118,10 @@ class Repo:
         )
         return sorted(filter(None, out.split("\0")))
 
+    def matches(self, path: str, commits: Sequence[str]) -> bool:
+        """True when the working-tree file equals its version in one of `commits`."""
+        return any(self.try_git("diff", "--quiet", c, "--", path)[0] == 0 for c in commits)
+
     # -- scratch worktrees -----------------------------------------------------------------
 
     @contextmanager

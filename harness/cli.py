@@ -131,7 +131,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_tokens_issue(args: argparse.Namespace) -> int:
     layout = _layout(args)
     token_id = tokens.issue(
-        layout.tokens, layout.root, args.paths, args.ttl, args.one_shot, clock.from_env().now()
+        layout.tokens, layout.root, args.paths, args.ttl, args.one_shot, clock.from_env().now(0)
     )
     print(token_id)
     return 0
@@ -139,7 +139,7 @@ def cmd_tokens_issue(args: argparse.Namespace) -> int:
 
 def cmd_tokens_list(args: argparse.Namespace) -> int:
     layout = _layout(args)
-    now = clock.from_env().now()
+    now = clock.from_env().now(0)
     for token in tokens.load(layout.tokens, layout.root):
         why = token.usable_at(now)
         shot = "one-shot" if token.one_shot else "reusable"
@@ -161,15 +161,14 @@ def cmd_plan_validate(args: argparse.Namespace) -> int:
     agents = registry.load(layout.registry, layout.root)
     config.load(layout.config)  # a broken ai/harness.toml is refused here, not at the first step
     known = tokens.load(layout.tokens, layout.root)
-    now = clock.from_env().now()
+    now = clock.from_env().now(0)
     problems = []
     for sub in plan.subtasks:
         if registry.route(agents, sub.role, sub.agent) is None:
-            who = f"agent {sub.agent!r}" if sub.agent else f"no agent takes role {sub.role!r}"
-            problems.append(f"{sub.id}: {who} not in the registry")
+            problems.append(orchestrator.unroutable(sub))
         _, why = tokens.select(known, sub.token, [*sub.write_scope, *sub.creates], now)
         if why is not None:
-            problems.append(f"{sub.id}: {why}")
+            problems.append(f"subtask {sub.id}: {why}")
     for line in problems:
         print(f"{layout.plan(task_id).relative_to(layout.root)}: {line}", file=sys.stderr)
     if problems:
@@ -193,8 +192,8 @@ def _step(args: argparse.Namespace, loop: bool) -> int:
     layout = _layout(args)
     task_id = _task_id(args.task_id)
     with _locked(layout, task_id, args.wait):
-        tokens.load(layout.tokens, layout.root)  # a broken token store: refused before any write
         task = orchestrator.Task.load(layout, task_id, clock.from_env())
+        logged = len(task.events)
         try:
             while True:
                 done = orchestrator.step(task)
@@ -207,7 +206,8 @@ def _step(args: argparse.Namespace, loop: bool) -> int:
                     return 0
                 sys.stdout.flush()
         finally:
-            _record(task)
+            if len(task.events) > logged:
+                _record(task)
 
 
 def cmd_next(args: argparse.Namespace) -> int:

@@ -58,7 +58,7 @@ def load(path: Path) -> Config:
         try:
             data = tomllib.loads(path.read_text("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidInput(f"{path.name}: invalid TOML: {exc}") from None
+            raise InvalidInput(f"ai/harness.toml: invalid TOML: {exc}") from None
         schemas.validate("config", data, "ai/harness.toml")
     identity = data.get("identity", {})
     scope = data.get("scope", {})

@@ -55,7 +55,7 @@ class Task:
         plan_path = layout.plan(task_id)
         if not plan_path.exists():
             raise InvalidInput(f"{plan_path.relative_to(root)}: file not found")
-        return cls(
+        task = cls(
             layout=layout,
             task_id=task_id,
             git=repo.Repo(root),
@@ -64,6 +64,14 @@ class Task:
             agents=registry.load(layout.registry, root),
             log=Log(layout.log(task_id), task_id, clock),
         )
+        # Refuse what a step would trip over later, before it writes anything.
+        task.git.head()
+        task.git.branch()
+        tokens.load(layout.tokens, root)
+        for sub in task.plan.subtasks:
+            if registry.route(task.agents, sub.role, sub.agent) is None:
+                raise InvalidInput(f"ai/agents/registry.json: {unroutable(sub)}")
+        return task
 
     @property
     def events(self) -> list[Event]:
@@ -72,13 +80,21 @@ class Task:
     def tmp(self, name: str) -> Path:
         """A scratch path under ai/tmp/, which git never sees."""
         ensure_tmp(self.layout)
-        return self.layout.tmp / self.task_id / name
+        folder = self.layout.tmp / self.task_id
+        folder.mkdir(exist_ok=True)
+        return folder / name
 
     def sync_checklist(self) -> None:
         text = checklist.render(self.plan, state.done(self.events))
         path = self.layout.checklist(self.task_id)
         if not path.exists() or path.read_text("utf-8") != text:
             files.atomic_write(path, text.encode())
+
+
+def unroutable(sub: plan_mod.Subtask) -> str:
+    if sub.agent:
+        return f"subtask {sub.id}: agent {sub.agent!r} is not in the registry"
+    return f"subtask {sub.id}: no agent in the registry takes role {sub.role!r}"
 
 
 def ensure_tmp(layout: Layout) -> None:
@@ -190,8 +206,7 @@ class Subtask:
         task, sub = self.task, self.sub
         invoked = att.last("subagent_invoked")
         agent = registry.route(task.agents, sub.role, sub.agent)
-        if agent is None:
-            raise InvalidInput(f"subtask {sub.id}: no agent in the registry takes {sub.role!r}")
+        assert agent is not None, "Task.load checked every subtask routes"
         call = self.build_call(att, invoked, agent)
         if call is None:
             return False

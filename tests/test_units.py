@@ -3,6 +3,7 @@ state queries and token choice."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ from harness.errors import InvalidInput
 from harness.plan import Plan, Subtask, find_cycle, order, structure_problem
 from harness.progress import GENESIS, Log, line_hash
 
-FAST = settings(max_examples=60, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+FAST = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 # -- plan ------------------------------------------------------------------------------------
 
@@ -105,7 +107,7 @@ def test_find_cycle_returns_a_closed_path_of_real_edges(plan: Plan) -> None:
     cycle = find_cycle(plan)
     assert len(cycle) >= 2 and cycle[0] == cycle[-1]
     deps = {s.id: s.depends_on for s in plan.subtasks}
-    for a, b in zip(cycle, cycle[1:], strict=False):
+    for a, b in itertools.pairwise(cycle):
         assert b in deps[a], f"{a} -> {b} is not an edge"
     assert len(set(cycle[:-1])) == len(cycle) - 1  # a simple cycle
     assert structure_problem(plan) == "dependency cycle: " + " -> ".join(cycle)
@@ -221,8 +223,13 @@ LIMITS = (2000, 100)
 
 
 def answer(**fields: Any) -> dict[str, Any]:
-    base = {"ts": "2026-01-01T00:00:00Z", "task_id": "demo", "agent_id": "scripted",
-            "status": "ok", "result": {"diffs": [], "notes": []}}  # fmt: skip
+    base = {
+        "ts": "2026-01-01T00:00:00Z",
+        "task_id": "demo",
+        "agent_id": "scripted",
+        "status": "ok",
+        "result": {"diffs": [], "notes": []},
+    }
     return {k: v for k, v in (base | fields).items() if v is not ...}
 
 
@@ -232,8 +239,9 @@ def line(doc: object) -> bytes:
 
 ERROR_R = answer(status="error", result=..., error={"message": "later", "kind": "retryable"})
 ERROR_H = answer(status="error", result=..., error={"message": "never", "kind": "hard"})
-TWO_ARTIFACTS = answer(result={"artifacts": [{"name": "a.md", "content": "1"},
-                                             {"name": "a.md", "content": "2"}]})  # fmt: skip
+TWO_ARTIFACTS = answer(
+    result={"artifacts": [{"name": "a.md", "content": "1"}, {"name": "a.md", "content": "2"}]}
+)
 
 
 @pytest.mark.parametrize(
@@ -252,28 +260,60 @@ TWO_ARTIFACTS = answer(result={"artifacts": [{"name": "a.md", "content": "1"},
         pytest.param(b"", 0, None, "error", "format", id="empty"),
         pytest.param(b"{not json\n", 0, None, "error", "format", id="invalid-json"),
         pytest.param(line(answer(result=...)), 0, None, "error", "format", id="ok-no-result"),
-        pytest.param(line(answer(error={"message": "m", "kind": "hard"})), 0, None, "error",
-                     "format", id="ok-with-error"),  # fmt: skip
-        pytest.param(line(answer(status="error", result=...)), 1, None, "error", "format",
-                     id="error-without-error"),  # fmt: skip
+        pytest.param(
+            line(answer(error={"message": "m", "kind": "hard"})),
+            0,
+            None,
+            "error",
+            "format",
+            id="ok-with-error",
+        ),
+        pytest.param(
+            line(answer(status="error", result=...)),
+            1,
+            None,
+            "error",
+            "format",
+            id="error-without-error",
+        ),
         pytest.param(line(answer(task_id="other")), 0, None, "error", "format", id="task-id"),
         pytest.param(line(answer(agent_id="other")), 0, None, "error", "format", id="agent-id"),
         pytest.param(line(answer(extra=1)), 0, None, "error", "format", id="extra-field"),
-        pytest.param(line(answer(result={"notes": ["x" * 3000]})), 0, None, "error", "format",
-                     id="oversize"),  # fmt: skip
-        pytest.param(line(answer(result={"artifacts": [{"name": "a.md", "content": "x" * 101}]})),
-                     0, None, "error", "format", id="artifact-oversize"),  # fmt: skip
-        pytest.param(line(answer(result={"artifacts": [{"name": "a.md", "content": "x" * 100}]})),
-                     0, None, "ok", None, id="artifact-at-limit"),  # fmt: skip
+        pytest.param(
+            line(answer(result={"notes": ["x" * 3000]})), 0, None, "error", "format", id="oversize"
+        ),
+        pytest.param(
+            line(answer(result={"artifacts": [{"name": "a.md", "content": "x" * 101}]})),
+            0,
+            None,
+            "error",
+            "format",
+            id="artifact-oversize",
+        ),
+        pytest.param(
+            line(answer(result={"artifacts": [{"name": "a.md", "content": "x" * 100}]})),
+            0,
+            None,
+            "ok",
+            None,
+            id="artifact-at-limit",
+        ),
         pytest.param(line(TWO_ARTIFACTS), 0, None, "error", "format", id="duplicate-artifacts"),
-        pytest.param(line(answer(result={"artifacts": [{"name": "../x", "content": "1"}]})), 0,
-                     None, "error", "format", id="artifact-path-name"),  # fmt: skip
+        pytest.param(
+            line(answer(result={"artifacts": [{"name": "../x", "content": "1"}]})),
+            0,
+            None,
+            "error",
+            "format",
+            id="artifact-path-name",
+        ),
         pytest.param(line(answer()), -9, "hard", "error", "timeout", id="timed-out"),
         pytest.param(b"", -15, "soft", "error", "timeout", id="timed-out-silent"),
     ],
 )
-def test_judge(stdout: bytes, code: int, timed_out: str | None, status: str,
-               kind: str | None) -> None:  # fmt: skip
+def test_judge(
+    stdout: bytes, code: int, timed_out: str | None, status: str, kind: str | None
+) -> None:
     outcome = worker.judge(stdout, code, timed_out, "demo", "scripted", LIMITS)
     assert (outcome.status, outcome.kind) == (status, kind), outcome.message
     if status == "ok":
@@ -290,9 +330,15 @@ CONS = list(envelope.DEFAULT_CONSTRAINTS)
 
 
 def cid(sub_: Subtask | None = None, **kw: Any) -> str:
-    args: dict[str, Any] = {"task_id": "demo", "sub": sub_ or sub("T1"), "constraint_list": CONS,
-                            "write_scope": "token:W1", "input_hashes": HASHES, "blobs": BLOBS,
-                            "epoch": 0}  # fmt: skip
+    args: dict[str, Any] = {
+        "task_id": "demo",
+        "sub": sub_ or sub("T1"),
+        "constraint_list": CONS,
+        "write_scope": "token:W1",
+        "input_hashes": HASHES,
+        "blobs": BLOBS,
+        "epoch": 0,
+    }
     return envelope.call_id(**(args | kw))
 
 
@@ -471,9 +517,14 @@ def test_blocker_and_epoch() -> None:
 
 
 def test_current_is_the_steps_events_since_the_last_resolve() -> None:
-    events = [ev("subagent_invoked", "T1", call_id="a"), ev("subagent_failed", "T1"),
-              ev("blocker_encountered", "T1"), ev("blocker_resolved", "T1"),
-              ev("subagent_invoked", "T1", call_id="b"), ev("subagent_invoked", "T2")]  # fmt: skip
+    events = [
+        ev("subagent_invoked", "T1", call_id="a"),
+        ev("subagent_failed", "T1"),
+        ev("blocker_encountered", "T1"),
+        ev("blocker_resolved", "T1"),
+        ev("subagent_invoked", "T1", call_id="b"),
+        ev("subagent_invoked", "T2"),
+    ]
     assert state.current(events, "T1") == [events[4]]
     assert state.current(events[:3], "T1") == events[:3]
 
@@ -510,8 +561,15 @@ def test_retryable(event: dict[str, Any], expected: bool) -> None:
 
 
 def test_failure_picks_the_last_failure_event() -> None:
-    att = state.Attempt(1, [ev("subagent_invoked", "T1"), ev("subagent_succeeded", "T1"),
-                            ev("build_succeeded", "T1"), ev("test_failed", "T1")])  # fmt: skip
+    att = state.Attempt(
+        1,
+        [
+            ev("subagent_invoked", "T1"),
+            ev("subagent_succeeded", "T1"),
+            ev("build_succeeded", "T1"),
+            ev("test_failed", "T1"),
+        ],
+    )
     assert state.failure(att) is att.events[-1]
 
 
@@ -539,9 +597,14 @@ NOW = "2026-01-01T12:00:00Z"
 
 
 def token(tid: str, *paths: str, **fields: Any) -> tokens.Token:
-    base: dict[str, Any] = {"id": tid, "paths": paths or ("src/**",),
-                            "expires": "2026-01-02T00:00:00Z", "one_shot": False,
-                            "revoked": False, "spent": None}  # fmt: skip
+    base: dict[str, Any] = {
+        "id": tid,
+        "paths": paths or ("src/**",),
+        "expires": "2026-01-02T00:00:00Z",
+        "one_shot": False,
+        "revoked": False,
+        "spent": None,
+    }
     return tokens.Token(**(base | fields))
 
 
@@ -582,7 +645,9 @@ def test_select_first_usable_covering_token_in_file_order() -> None:
     assert tokens.select(known, None, ["src/**", "tests/test_*.py"], NOW) == (known[4], None)
     assert tokens.select(known, None, ["lib/**"], NOW) == (known[5], None)
     assert tokens.select(known[:5], None, ["lib/**"], NOW) == (
-        None, "no usable token covers lib/**")  # fmt: skip
+        None,
+        "no usable token covers lib/**",
+    )
     assert tokens.select([], None, ["src/**"], NOW)[0] is None
 
 
@@ -600,4 +665,3 @@ def test_token_covers_needs_every_glob() -> None:
     assert made.covers(["src/x/y.py", "tests/test_a.py"])
     assert not made.covers(["src/x/y.py", "tests/a/test_a.py"])
     assert made.covers([])
-

@@ -34,14 +34,34 @@ verify_timeout_s = 900
 
 
 @dataclass(frozen=True)
+class Verify:
+    """[verify] and [coverage]: what the scratch worktree runs before anything is committed."""
+
+    format: str | None = None
+    lint: str | None = None
+    license: str | None = None
+    license_header: str | None = None
+    license_paths: tuple[str, ...] = ()
+    build: str | None = None
+    test: str | None = None
+    docs: str | None = None
+    api_extract: str | None = None
+    junit: str | None = None
+    parallel_runs: bool = False
+    strict_acceptance: bool = False
+    isolate_network: bool = True
+    coverage_command: str = "python -m coverage run -m pytest"
+    coverage_report: str = "coverage.json"
+
+
+@dataclass(frozen=True)
 class Config:
     name: str
     email: str
     readonly: tuple[str, ...]
     visible: tuple[str, ...]
     manifests: tuple[str, ...]
-    build: str | None
-    test: str | None
+    verify: Verify
     timeouts: dict[str, float]
     budgets: dict[str, Any]
     verify_timeout_s: float
@@ -74,8 +94,7 @@ def load(path: Path) -> Config:
         readonly=tuple(scope.get("readonly", [])),
         visible=tuple(scope.get("visible", ["**"])),
         manifests=tuple(scope.get("manifests", DEFAULT_MANIFESTS)),
-        build=verify.get("build") or None,
-        test=verify.get("test") or None,
+        verify=_verify(verify, data.get("coverage", {})),
         timeouts=dict(timeouts),
         budgets=dict(defaults.get("budgets", {"max_tokens": 8192})),
         verify_timeout_s=float(defaults.get("verify_timeout_s", 900)),
@@ -83,4 +102,22 @@ def load(path: Path) -> Config:
         max_files=int(limits.get("max_files", 100)),
         max_output_bytes=int(limits.get("max_output_bytes", 8_000_000)),
         max_artifact_bytes=int(limits.get("max_artifact_bytes", 1_000_000)),
+    )
+
+
+def _verify(verify: dict[str, Any], coverage: dict[str, Any]) -> Verify:
+    commands = ("format", "lint", "build", "test", "docs", "api_extract", "junit")
+    # `license` is a command, or a rule: {header = "<regex>", paths = [globs]}.
+    license = verify.get("license")
+    license_rule = license if isinstance(license, dict) else {}
+    return Verify(
+        **{name: verify.get(name) or None for name in commands},
+        license=license if isinstance(license, str) and license else None,
+        license_header=license_rule.get("header"),
+        license_paths=tuple(license_rule.get("paths", [])),
+        parallel_runs=verify.get("parallel_runs", False),
+        strict_acceptance=verify.get("strict_acceptance", False),
+        isolate_network=verify.get("isolate_network", True),
+        coverage_command=coverage.get("command", Verify.coverage_command),
+        coverage_report=coverage.get("report", Verify.coverage_report),
     )

@@ -80,7 +80,7 @@ PLAN = {
             "role": "test-author",
             "goal": "Add tests for subtract",
             "inputs": ["src/calc.py", "tests/test_calc.py"],
-            "acceptance": ["tests pass twice"],
+            "acceptance": ["line>=0.9", "coverage_delta>=0"],
             "write_scope": "tests/**",
             "creates": ["tests/test_*.py"],
             "depends_on": ["T1"],
@@ -132,13 +132,16 @@ def build(root: Path) -> None:
     agent.write_text(launcher("scripted"))
     agent.chmod(0o755)
     files.atomic_write(root / "agents" / "script.json", files.pretty(SCRIPT))
-    test = f"{shlex.quote(sys.executable)} -m unittest discover -s tests -t . -q"
+    python = shlex.quote(sys.executable)
+    test = f"{python} -m unittest discover -s tests -t . -q"
+    coverage = f"{python} -m coverage run --branch -m unittest discover -s tests -t . -q"
     files.atomic_write(
         layout.config,
         (
             '[identity]\nname = "harness"\nemail = "harness@example.invalid"\n\n'
             f"[verify]\nbuild = {_toml(sys.executable + ' -m compileall -q src')}\n"
             f"test = {_toml(test)}\n\n"
+            f"[coverage]\ncommand = {_toml(coverage)}\n\n"
             "[defaults]\ntimeouts = { soft_s = 60, hard_s = 90 }\n"
         ).encode(),
     )

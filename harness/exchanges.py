@@ -16,6 +16,9 @@ from .errors import InvalidInput
 from .worker import Outcome
 
 META = "meta.json"
+# Verification evidence is added after the worker's record is sealed, so meta.json
+# does not cover it.
+VERIFY = "verify"
 
 
 @dataclass(frozen=True)
@@ -93,5 +96,5 @@ def _hashes(folder: Path) -> dict[str, str]:
     return {
         p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.name != META
+        if p.is_file() and p.name != META and p.relative_to(folder).parts[0] != VERIFY
     }

@@ -7,11 +7,13 @@ point is finished by the next `harness next` without a second call, commit or ev
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from . import (
+    acceptance,
     checklist,
     diffgate,
     envelope,
@@ -239,8 +241,24 @@ class Subtask:
         commit = None
         if diffs:
             applied = att.last("subagent_diffs_applied")
-            commit = applied["details"]["commit"] if applied else self.apply(att, call, diffs)
+            commit = (
+                applied["details"]["commit"] if applied else self.apply(att, call, outcome.result)
+            )
             if commit is None:
+                return False
+        else:
+            problems = acceptance.review_problems(
+                sub, outcome.result, task.git, call.context["payload"]["base"]
+            )
+            if problems:
+                details = {"check": "acceptance", "failures": problems}
+                self.log.append(
+                    "acceptance_failed",
+                    "error",
+                    step=sub.id,
+                    details=details,
+                    error="; ".join(problems),
+                )
                 return False
         details = {"call_id": call.call_id, "commit": commit}
         self.log.append("step_completed", "ok", step=sub.id, details=details)
@@ -382,7 +400,7 @@ class Subtask:
 
     # -- gate, verify, commit ----------------------------------------------------------------
 
-    def apply(self, att: state.Attempt, call: envelope.Call, diffs: list[Any]) -> str | None:
+    def apply(self, att: state.Attempt, call: envelope.Call, result: dict[str, Any]) -> str | None:
         """Gate the diffs, verify them in a scratch worktree, commit; None after a failure."""
         task, sub = self.task, self.sub
         base = call.context["payload"]["base"]
@@ -393,11 +411,11 @@ class Subtask:
             if token is None:
                 return None
             try:
-                changes = diffgate.check(diffs, self.rules(token))
+                changes = diffgate.check(result["diffs"], self.rules(token))
             except diffgate.DiffRefused as refused:
                 self.fail(str(refused), "gate")
                 return None
-            made = self.verify_and_commit(att, call, changes)
+            made = self.verify_and_commit(att, call, changes, result)
             if made is None:
                 return None
         paths = task.git.changed(made)
@@ -442,29 +460,47 @@ class Subtask:
         )
 
     def verify_and_commit(
-        self, att: state.Attempt, call: envelope.Call, changes: list[diffgate.Change]
+        self,
+        att: state.Attempt,
+        call: envelope.Call,
+        changes: list[diffgate.Change],
+        result: dict[str, Any],
     ) -> str | None:
+        """Apply in a scratch worktree at HEAD, run every check there, then commit."""
         task, sub, git = self.task, self.sub, self.task.git
+        cfg = task.config.verify
         head = git.head()
-        patches = task.tmp("patches")
-        shutil.rmtree(patches, ignore_errors=True)
-        patches.mkdir(parents=True)
-        home = task.tmp("home")
-        with git.worktree(head, task.tmp("verify")) as wt:
-            for i, change in enumerate(changes):
-                patch = patches / f"{i:03d}.patch"
-                patch.write_text(change.patch, "utf-8")
-                problem = git.apply(wt, patch, check_only=True) or git.apply(wt, patch, False)
-                if problem is not None:
-                    self.fail(f"git apply refused {change.path}: {problem}", "apply")
-                    return None
-            tree = git.write_tree(wt)
-            for name, command, times in (
-                ("build", task.config.build, 1),
-                ("test", task.config.test, 2),
-            ):
-                if command and not self.check(att, name, command, times, wt, home):
-                    return None
+        self.evidence = task.layout.exchange(task.task_id, call.call_id) / exchanges.VERIFY
+        shutil.rmtree(self.evidence, ignore_errors=True)
+        runner = verify.Runner(task.tmp("runs"), task.config.verify_timeout_s, cfg.isolate_network)
+        with ExitStack() as stack:
+            wt = stack.enter_context(git.worktree(head, task.tmp("verify")))
+            tree = self.apply_patches(wt, changes)
+            if tree is None or not self.build(att, runner, wt, changes):
+                return None
+            if cfg.test and not self.test(att, runner, wt, cfg.test):
+                return None
+            base: list[Path] = []
+
+            def base_worktree() -> Path:
+                if not base:
+                    base.append(stack.enter_context(git.worktree(head, task.tmp("base"))))
+                return base[0]
+
+            judge = acceptance.Judge(
+                sub,
+                result,
+                changes,
+                git=git,
+                head=head,
+                worktree=wt,
+                runner=runner,
+                verify=cfg,
+                cache=task.layout.tmp / "coverage",
+                base=base_worktree,
+            )
+            if not self.accept(att, judge.evaluate()):
+                return None
         message = (
             f"{sub.role}: {sub.goal}\n\n"
             f"Harness-Task: {task.task_id}\n"
@@ -479,24 +515,120 @@ class Subtask:
         fault("after:advance")
         return made
 
-    def check(
-        self, att: state.Attempt, name: str, command: str, times: int, wt: Path, home: Path
+    def apply_patches(self, wt: Path, changes: list[diffgate.Change]) -> str | None:
+        """`git apply --check` then apply each patch; the tree to commit, or None if refused."""
+        git = self.task.git
+        patches = self.task.tmp("patches")
+        shutil.rmtree(patches, ignore_errors=True)
+        patches.mkdir(parents=True)
+        for i, change in enumerate(changes):
+            patch = patches / f"{i:03d}.patch"
+            patch.write_text(change.patch, "utf-8")
+            problem = git.apply(wt, patch, check_only=True) or git.apply(wt, patch, False)
+            if problem is not None:
+                self.fail(f"git apply refused {change.path}: {problem}", "apply")
+                return None
+        return git.write_tree(wt)
+
+    def build(
+        self, att: state.Attempt, runner: verify.Runner, wt: Path, changes: list[diffgate.Change]
     ) -> bool:
-        shutil.rmtree(home, ignore_errors=True)
-        home.mkdir(parents=True)
-        result = verify.run(name, command, times, wt, home, self.task.config.verify_timeout_s)
+        """format, lint, license (command or header rule), build: each once, in order."""
+        cfg = self.task.config.verify
+        if cfg.license_header is not None:
+            added = {
+                c.path: (wt / c.path).read_text("utf-8", "replace")
+                for c in changes
+                if c.kind in ("add", "rename")
+            }
+            problems = verify.license_problems(added, cfg.license_header, cfg.license_paths)
+            details = {"check": "license", "rule": cfg.license_header}
+            if problems:
+                self.log.append(
+                    "build_failed",
+                    "error",
+                    step=self.sub.id,
+                    details=details,
+                    error="; ".join(problems),
+                )
+                return False
+            self.once(att, "build_succeeded", details)
+        for name in ("format", "lint", "license", "build"):
+            command = getattr(cfg, name)
+            if command and not self.judge(att, runner.check(name, command, wt), "build"):
+                return False
+        return True
+
+    def test(self, att: state.Attempt, runner: verify.Runner, wt: Path, command: str) -> bool:
+        """Two runs, each in its own copy of the built worktree; pass/pass only."""
+        cfg = self.task.config.verify
+        twin = self.task.tmp("verify-2")
+        shutil.rmtree(twin, ignore_errors=True)
+        shutil.copytree(wt, twin, symlinks=True)
+        try:
+            check = runner.twice("test", command, [wt, twin], cfg.parallel_runs)
+            if cfg.junit is not None and not check.passed:
+                check = replace(check, flipped=verify.flipped_tests(wt, twin, cfg.junit))
+        finally:
+            shutil.rmtree(twin, ignore_errors=True)
+        return self.judge(att, check, "test")
+
+    def judge(self, att: state.Attempt, check: verify.Check, kind: str) -> bool:
+        """Log a check's result (a success only once per attempt) and keep its evidence."""
         good, bad = {
             "build": ("build_succeeded", "build_failed"),
             "test": ("test_passed", "test_failed"),
-        }[name]
-        details: dict[str, Any] = {"command": command, "exit_codes": list(result.codes)}
-        if result.passed:
-            if not att.has(good):
-                self.log.append(good, "ok", step=self.sub.id, details=details)
+        }[kind]
+        self.keep(check)
+        if check.passed:
+            self.once(att, good, check.details())
             return True
-        details["flaky"] = len(set(c == 0 for c in result.codes)) > 1
-        self.log.append(bad, "error", step=self.sub.id, details=details, error=result.summary())
+        self.log.append(
+            bad, "error", step=self.sub.id, details=check.details(), error=check.summary()
+        )
         return False
+
+    def once(self, att: state.Attempt, event: str, details: dict[str, Any]) -> None:
+        """A success a killed run already logged is not logged again."""
+        if not any(
+            e["event"] == event and e.get("details", {}).get("check") == details["check"]
+            for e in att.events
+        ):
+            self.log.append(event, "ok", step=self.sub.id, details=details)
+
+    def keep(self, check: verify.Check) -> None:
+        """Evidence beside the exchange: command, exit codes, durations, output tails."""
+        n = len(list(self.evidence.glob("*.json"))) if self.evidence.is_dir() else 0
+        files.atomic_write(
+            self.evidence / f"{n:02d}-{check.name}.json", files.pretty(check.evidence())
+        )
+
+    def accept(self, att: state.Attempt, verdict: acceptance.Verdict) -> bool:
+        for check in verdict.checks:
+            self.keep(check)
+        cfg = self.task.config.verify
+        failures = list(verdict.failures)
+        if cfg.strict_acceptance and verdict.unverified:
+            failures.append("unverified under strict_acceptance: " + "; ".join(verdict.unverified))
+        details: dict[str, Any] = {
+            "check": "acceptance",
+            "verified": verdict.verified,
+            "unverified": verdict.unverified,
+            **verdict.measured,
+        }
+        if failures:
+            self.log.append(
+                "acceptance_failed",
+                "error",
+                step=self.sub.id,
+                details=details,
+                error="; ".join(failures),
+            )
+            return False
+        if verdict.verified or verdict.unverified:
+            details["phase"] = "acceptance"
+            self.once(att, "phase_completed", details)
+        return True
 
 
 def _token_of(call: envelope.Call) -> str | None:

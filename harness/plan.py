@@ -24,6 +24,7 @@ class Subtask:
     token: str | None
     allow_new_deps: bool
     allow_mode_change: bool
+    allow_api_change: bool
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ def _subtask(s: dict[str, Any]) -> Subtask:
         token=s.get("token"),
         allow_new_deps=s.get("allow_new_deps", False),
         allow_mode_change=s.get("allow_mode_change", False),
+        allow_api_change=s.get("allow_api_change", False),
     )
 
 

@@ -21,6 +21,7 @@ class Result:
     code: int  # exit status; -signum when a signal ended the process
     timed_out: str | None  # None, "soft" (SIGTERM sufficed) or "hard" (SIGKILL was needed)
     duration_s: float
+    leaked: bool = False  # a descendant was still alive when the command itself ended
 
 
 def base_env(
@@ -40,6 +41,14 @@ def base_env(
 def _kill_group(pgid: int, sig: signal.Signals) -> None:
     with suppress(ProcessLookupError):  # the whole group is already gone
         os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def run(
@@ -89,6 +98,7 @@ def run(
         except OSError as exc:
             raise HarnessError(f"cannot execute {argv[0]!r} in {cwd}: {exc.strerror}") from None
         timed_out: str | None = None
+        leaked = False
         try:
             while True:
                 if not stages:
@@ -105,6 +115,7 @@ def run(
                     timed_out = stage
                     if stage == "hard":
                         stages.clear()
+            leaked = timed_out is None and _group_alive(proc.pid)
         finally:
             # The group id outlives its leader while any member lives, so this reaches
             # descendants even after the direct child was reaped; a group id is not reused
@@ -112,7 +123,7 @@ def run(
             _kill_group(proc.pid, signal.SIGKILL)
             if proc.returncode is None:
                 proc.wait()
-        return Result(proc.returncode, timed_out, time.monotonic() - start)
+        return Result(proc.returncode, timed_out, time.monotonic() - start, leaked)
 
 
 def capture(

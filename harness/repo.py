@@ -83,6 +83,27 @@ class Repo:
             found[path] = hashlib.sha256(blob.data_stream.read()).hexdigest() if ok else None
         return found
 
+    def show(self, commit: str, path: str) -> str | None:
+        """A file's text at `commit`, or None when it is not a regular file there."""
+        try:
+            blob = self.repo.commit(commit).tree[path]
+        except KeyError:
+            return None
+        if blob.type != "blob" or blob.mode & 0o170000 != 0o100000:
+            return None
+        return str(blob.data_stream.read().decode("utf-8", "replace"))
+
+    def line_counts(self, commit: str, paths: Sequence[str]) -> dict[str, int]:
+        found = {}
+        for path in paths:
+            text = self.show(commit, path)
+            if text is not None:
+                found[path] = len(text.splitlines())
+        return found
+
+    def tree_of(self, commit: str) -> str:
+        return str(self.repo.commit(commit).tree.hexsha)
+
     def specials(self, commit: str) -> frozenset[str]:
         """Paths that are symlinks or submodules at `commit`."""
         out = self.git("ls-tree", "-r", "-z", commit)

@@ -1,45 +1,186 @@
-"""Build and test commands run in the scratch worktree; tests run twice, pass/pass only."""
+"""Hermetic runs of verify commands in scratch worktrees, and what their results mean."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+from typing import Any
 
-from . import proc
+from . import junit, proc, scope
+from .errors import HarnessError
 
 TAIL_LINES = 5
+# Caches and bytecode off, hash seed fixed: a run must not depend on the one before it.
+HERMETIC = {
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONHASHSEED": "0",
+    "PYTEST_ADDOPTS": "-p no:cacheprovider",
+    "NO_COLOR": "1",
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    timed_out: bool
+    leaked: bool
+    duration_s: float
+    tail: str
+    log: Path
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0 and not self.timed_out and not self.leaked
+
+    def why(self) -> str:
+        if self.timed_out:
+            return "timed out"
+        if self.leaked:
+            return f"exit {self.code}, process leak"
+        return f"exit {self.code}"
 
 
 @dataclass(frozen=True)
 class Check:
     name: str
     command: str
-    codes: tuple[int, ...]
-    tail: str
+    runs: tuple[Run, ...]
+    network: str
+    flipped: tuple[str, ...] = field(default=())
 
     @property
     def passed(self) -> bool:
-        return all(code == 0 for code in self.codes)
+        return all(run.ok for run in self.runs)
+
+    @property
+    def flaky(self) -> bool:
+        return len({run.ok for run in self.runs}) > 1
+
+    def details(self) -> dict[str, Any]:
+        """What the log records: only what a rerun of the same change would reproduce."""
+        found: dict[str, Any] = {
+            "check": self.name,
+            "command": self.command,
+            "exit_codes": [run.code for run in self.runs],
+            "network": self.network,
+        }
+        if any(run.leaked for run in self.runs):
+            found["process_leak"] = True
+        if not self.passed and len(self.runs) > 1:
+            found["flaky"] = self.flaky
+        if self.flipped:
+            found["flipped"] = list(self.flipped)
+        return found
 
     def summary(self) -> str:
-        """One line for the log: which run failed how, and the end of its output."""
-        runs = ", ".join(f"run {i + 1}: exit {c}" for i, c in enumerate(self.codes))
-        return f"{self.name} `{self.command}` failed ({runs}): {self.tail}"
+        """One line: which run failed how, and the end of its output."""
+        runs = ", ".join(f"run {i + 1}: {r.why()}" for i, r in enumerate(self.runs))
+        tail = next((r.tail for r in self.runs if not r.ok), "")
+        flaky = "flaky, " if self.flaky else ""
+        return f"{self.name} `{self.command}` failed ({flaky}{runs}): {tail}"
+
+    def evidence(self) -> dict[str, Any]:
+        """Everything an auditor wants, timings included (kept out of the log)."""
+        return {
+            **self.details(),
+            "runs": [
+                {
+                    "exit_code": r.code,
+                    "timed_out": r.timed_out,
+                    "leaked": r.leaked,
+                    "duration_s": round(r.duration_s, 3),
+                    "tail": r.tail,
+                }
+                for r in self.runs
+            ],
+        }
 
 
-def run(name: str, command: str, times: int, worktree: Path, home: Path, timeout_s: float) -> Check:
-    """Run `command` `times` times in `worktree`; stop at nothing (a flaky pass is a failure)."""
-    env = proc.base_env(home)
-    codes: list[int] = []
-    tail = ""
-    for i in range(times):
-        log = home / f"{name}-{i + 1}.log"
-        result = proc.shell(
-            command, cwd=worktree, env=env, stdout=log, stderr=log, hard_s=timeout_s
+@cache
+def isolation() -> tuple[str, ...]:
+    """The prefix that runs a command without network, or () where that is impossible."""
+    for prefix in (("unshare", "-n"), ("unshare", "-rn")):
+        if shutil.which(prefix[0]) is None:
+            return ()
+        try:
+            code, _, _ = proc.capture([*prefix, "true"], cwd=Path("/"), env=dict(os.environ))
+        except HarnessError:
+            return ()
+        if code == 0:
+            return prefix
+    return ()
+
+
+class Runner:
+    """Runs verify commands hermetically: private HOME, UTC, C locale, no network if possible."""
+
+    def __init__(self, scratch: Path, timeout_s: float, isolate_network: bool) -> None:
+        self.scratch = scratch
+        self.timeout_s = timeout_s
+        self.prefix = isolation() if isolate_network else ()
+        if self.prefix:
+            self.network = "isolated"
+        else:
+            self.network = "not isolated: " + (
+                "unshare -n is not available here" if isolate_network else "isolate_network off"
+            )
+
+    def run(self, label: str, command: str, cwd: Path) -> Run:
+        home = self.scratch / f"home-{label}"
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        env = proc.base_env(home) | HERMETIC
+        log = self.scratch / f"{label}.log"
+        result = proc.run(
+            [*self.prefix, "/bin/sh", "-c", command],
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=log,
+            hard_s=self.timeout_s,
         )
-        code = result.code if result.timed_out is None else 124
-        codes.append(code)
-        if code != 0 and not tail:
-            lines = log.read_bytes().decode("utf-8", "replace").strip().splitlines()
-            tail = " | ".join(lines[-TAIL_LINES:])[-400:]
-    return Check(name, command, tuple(codes), tail)
+        lines = log.read_bytes().decode("utf-8", "replace").strip().splitlines()
+        tail = " | ".join(lines[-TAIL_LINES:])[-400:]
+        timed_out = result.timed_out is not None
+        return Run(result.code, timed_out, result.leaked, result.duration_s, tail, log)
+
+    def check(self, name: str, command: str, cwd: Path) -> Check:
+        return Check(name, command, (self.run(name, command, cwd),), self.network)
+
+    def twice(self, name: str, command: str, dirs: Sequence[Path], parallel: bool) -> Check:
+        """One run in each of two identical worktree states, side by side if allowed."""
+        labels = [f"{name}-{i + 1}" for i in range(len(dirs))]
+        if parallel:
+            with ThreadPoolExecutor(len(dirs)) as pool:
+                runs = list(pool.map(self.run, labels, [command] * len(dirs), dirs))
+        else:
+            runs = [self.run(label, command, d) for label, d in zip(labels, dirs, strict=True)]
+        return Check(name, command, tuple(runs), self.network)
+
+
+def license_problems(added: dict[str, str], header: str, paths: Sequence[str]) -> list[str]:
+    """Added files matching `paths` whose text lacks the `header` regular expression."""
+    pattern = re.compile(header, re.MULTILINE)
+    return [
+        f"{path}: no license header"
+        for path, text in sorted(added.items())
+        if scope.matches(path, paths) and not pattern.search(text)
+    ]
+
+
+def flipped_tests(first: Path, second: Path, report: str) -> tuple[str, ...]:
+    """Tests whose outcome differs between the JUnit reports the two runs wrote."""
+    found = []
+    for root in (first, second):
+        path = root / report
+        try:
+            found.append(junit.outcomes(path.read_text("utf-8")) if path.is_file() else {})
+        except ValueError:
+            found.append({})
+    return tuple(junit.flipped(found[0], found[1]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import warnings
 from collections.abc import Iterator, Mapping
 
 # Decorators that change how a callable is reached or called; others (caching, logging,
@@ -18,7 +19,12 @@ _Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 def parse(source: str, module: str) -> ast.Module:
     """Parse `source`, naming `module` and the line in the ValueError when it is not Python."""
     try:
-        return ast.parse(source, filename=module)
+        # An invalid escape (`\*args` in a plain docstring) only warns; under a strict warning
+        # filter it would become an error, yet the signatures do not depend on it.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return ast.parse(source, filename=module)
     except SyntaxError as exc:
         # A module that does not parse has no comparable API; the caller must not guess.
         raise ValueError(f"{module}:{exc.lineno or 0}: cannot parse: {exc.msg}") from None

@@ -30,11 +30,14 @@ def _google(lines: list[str]) -> Iterator[str]:
         header = _GOOGLE_HEADER.match(line)
         if header is None:
             continue
+        # Cleaning dedents every line after the first, so a header on the docstring's first
+        # line has its entries at its own indentation: such a section runs to the end.
+        level = len(header.group(1)) if i else -1
         entry_indent: int | None = None
         for item in lines[i + 1 :]:
             if not item.strip():
                 continue
-            if _indent(item) <= len(header.group(1)):
+            if _indent(item) <= level:
                 break  # dedented back to the header's level: the section is over
             entry_indent = _indent(item) if entry_indent is None else entry_indent
             # Deeper lines continue an entry's description and never name a parameter.

@@ -187,9 +187,9 @@ def assert_commit_matches(s: Sample, ref: Sample, sid: str) -> tuple[str, str]:
     applied = next(i for i, e in enumerate(events)
                    if e["event"] == "subagent_diffs_applied" and e.get("step") == sid)  # fmt: skip
     assert events[applied]["details"]["commit"] == mine[0]
-    passed = max(i for i, e in enumerate(events[:applied])
-                 if e["event"] == "test_passed" and e.get("step") == sid)  # fmt: skip
-    assert got["log_head"] == line_hash(lines[passed])
+    # The commit is made right after the last check is logged, which is the line before.
+    assert events[applied - 1]["event"] in ("test_passed", "phase_completed")
+    assert got["log_head"] == line_hash(lines[applied - 1])
     invoked = [e for e in events[:applied]
                if e["event"] == "subagent_invoked" and e.get("step") == sid][-1]  # fmt: skip
     when = invoked["ts"].replace("Z", "+00:00")

@@ -164,3 +164,8 @@ def test_hand_written_percent_round_trip(
     c = parse(text)
     assert (c.kind, c.op, c.value) == (kind, op, percent / 100)
     assert holds(c, percent / 100) is (op in (">=", "<=", "=="))
+
+
+def test_holds_refuses_unknown_operator() -> None:
+    with pytest.raises(ValueError, match="unknown operator"):
+        holds(Criterion(text="line!=1", kind="line", op="!=", value=1.0), 1.0)

@@ -90,7 +90,9 @@ def test_same_inputs_give_the_same_commits_in_another_repository(sample: Sample,
     sample.write_script([ok("T1", ("src/calc.py", calc_patch("A = 1")))])
     for s in (sample, other):
         assert s.cli("next", "demo").returncode == 0
-    assert sample.head() == other.head()
+    # The subtask commit and the log are bit for bit; the record commit on top also holds
+    # verification evidence with measured durations, so it is not.
+    assert sample.git("rev-parse", "HEAD~1") == other.git("rev-parse", "HEAD~1")
     assert sample.events() == other.events()
 
 

@@ -228,6 +228,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         mine = [ev for ev in log.events if ev.get("step") == sub.id]
         invoked = [ev for ev in mine if ev["event"] == "subagent_invoked"]
         applied = [ev for ev in mine if ev["event"] == "subagent_diffs_applied"]
+        judged = [ev for ev in mine if ev["event"] in ("phase_completed", "acceptance_failed")]
         rows.append(
             {
                 "id": sub.id,
@@ -235,6 +236,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "status": state.subtask_status(log.events, sub.id),
                 "commit": applied[-1]["details"]["commit"] if applied else None,
                 "call_id": invoked[-1]["details"]["call_id"] if invoked else None,
+                "unverified": judged[-1]["details"].get("unverified", []) if judged else [],
             }
         )
     block = state.blocker(log.events)
@@ -253,6 +255,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{row['id']}\t{row['role']}\t{row['status']}\t{_short(row['commit'])}"
             f"\t{_short(row['call_id'])}"
         )
+        for text in row["unverified"]:
+            print(f"\t{row['id']} unverified: {text}")
     if block is not None:
         print(f"blocked at {block.get('step')}: {block.get('error')}")
     return 0

@@ -44,11 +44,22 @@ def _kill_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
+    """A live (non-zombie) process is in the group; zombies only await their reaper."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    return True
+    proc_fs = Path("/proc")
+    if not proc_fs.is_dir():
+        return True
+    for stat in proc_fs.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended while we looked
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
 
 
 def run(

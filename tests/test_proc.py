@@ -280,8 +280,8 @@ def test_capture_timeout_kills(tmp_path: Path) -> None:
 
 
 def test_a_descendant_alive_after_the_command_ends_is_a_leak(tmp_path: Path) -> None:
-    env = proc.base_env(tmp_path)
-    leaky = proc.run(["sh", "-c", "sleep 30 & exit 0"], cwd=tmp_path, env=env)
+    env = base_env(tmp_path)
+    leaky = run(["sh", "-c", "sleep 30 & exit 0"], cwd=tmp_path, env=env)
     assert leaky.code == 0 and leaky.leaked
-    tidy = proc.run(["sh", "-c", "sleep 0.1 & wait"], cwd=tmp_path, env=env)
+    tidy = run(["sh", "-c", "sleep 0.1 & wait"], cwd=tmp_path, env=env)
     assert tidy.code == 0 and not tidy.leaked

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import files, scope
+from . import criteria, files, scope
 from .errors import InvalidInput
 
 
@@ -77,6 +77,12 @@ def structure_problem(plan: Plan) -> str | None:
         for dep in s.depends_on:
             if dep not in ids:
                 return f"subtask {s.id} depends on unknown subtask {dep!r}"
+    for s in plan.subtasks:
+        for text in s.acceptance:
+            try:
+                criteria.parse(text)
+            except ValueError as exc:
+                return f"subtask {s.id}: acceptance {text!r}: {exc}"
     cycle = find_cycle(plan)
     if cycle:
         return "dependency cycle: " + " -> ".join(cycle)

@@ -575,3 +575,14 @@ def test_run_stops_at_a_hard_failure_after_printing_what_it_did(sample: Sample) 
     doc = orjson.loads(sample.cli("status", "demo", "--json").stdout)
     assert [r["status"] for r in doc["subtasks"]] == ["done", "blocked", "pending"]
     assert doc["blocked"] == {"step": "T2", "error": "no way"}
+
+
+def test_plan_validate_refuses_an_impossible_criterion_and_accepts_its_twin(
+    sample: Sample,
+) -> None:
+    sample.write_plan([subtask("T1", acceptance=["line>=80"])])
+    res = sample.cli("plan", "validate", "demo")
+    assert res.returncode == 2
+    assert "subtask T1: acceptance 'line>=80'" in res.stderr and "80%" in res.stderr
+    sample.write_plan([subtask("T1", acceptance=["line>=80%"])])
+    assert sample.cli("plan", "validate", "demo").returncode == 0

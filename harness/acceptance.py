@@ -213,13 +213,18 @@ class Judge:
                 f"{shlex.quote(sys.executable)} -m coverage json -q -o {shlex.quote(str(report))}"
             )
             exported = self.runner.check(f"coverage-json-{label}", export, where)
+            self.verdict.checks.append(exported)
             if not exported.passed or not report.is_file():
                 raise ValueError(f"no coverage report at {self.cfg.coverage_report}")
         return cov.from_report(orjson.loads(report.read_bytes()))
 
     def base_coverage(self) -> cov.Coverage:
-        """Measured once per base tree and coverage command, then read from the cache."""
-        tree = self.git.tree_of(self.head)
+        """Measured once per base tree and coverage command, then read from the cache.
+
+        The tree is keyed without the top-level ai/ folder: the harness's own record commit
+        changes it after every step, so a key over the whole tree would never be hit again.
+        """
+        tree = self.git.tree_without(self.head, "ai")
         key = hashlib.sha256(f"{tree}\0{self.cfg.coverage_command}".encode()).hexdigest()
         cached = self.cache / f"{key}.json"
         if cached.is_file():

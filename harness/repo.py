@@ -101,8 +101,10 @@ class Repo:
                 found[path] = len(text.splitlines())
         return found
 
-    def tree_of(self, commit: str) -> str:
-        return str(self.repo.commit(commit).tree.hexsha)
+    def tree_without(self, commit: str, top: str) -> str:
+        """The commit's top-level tree listing without the entry `top`, as a cache key."""
+        listing = self.git("ls-tree", "-z", commit).split("\0")
+        return "\0".join(e for e in listing if e and e.split("\t", 1)[1] != top)
 
     def specials(self, commit: str) -> frozenset[str]:
         """Paths that are symlinks or submodules at `commit`."""

@@ -355,7 +355,7 @@ def status_json(sample: Sample) -> dict[str, Any]:
     assert set(doc) == {"task_id", "blocked", "complete", "subtasks"}
     assert doc["task_id"] == "demo"
     for row in doc["subtasks"]:
-        assert set(row) == {"id", "role", "status", "commit", "call_id"}
+        assert set(row) == {"id", "role", "status", "commit", "call_id", "unverified"}
     assert [(r["id"], r["role"]) for r in doc["subtasks"]] == ROWS
     return doc
 

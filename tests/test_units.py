@@ -39,6 +39,7 @@ def sub(sid: str, *deps: str, **fields: Any) -> Subtask:
         "token": None,
         "allow_new_deps": False,
         "allow_mode_change": False,
+        "allow_api_change": False,
     }
     return Subtask(**(base | fields))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shutil
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from . import (
 )
 from . import config as config_mod
 from . import plan as plan_mod
+from .checks import Checks
 from .clock import Clock
 from .errors import Halted, InvalidInput
 from .layout import Layout
@@ -193,9 +194,10 @@ class Subtask:
                 return
 
     def fail(self, reason: str, phase: str) -> None:
-        self.log.append(
-            "step_failed", "error", step=self.sub.id, details={"phase": phase}, error=reason
-        )
+        self.error("step_failed", {"phase": phase}, reason)
+
+    def error(self, event: str, details: dict[str, Any], reason: str | None) -> None:
+        self.log.append(event, "error", step=self.sub.id, details=details, error=reason)
 
     def block(self, reason: str) -> None:
         self.log.append("blocker_encountered", "blocked", step=self.sub.id, error=reason)
@@ -252,13 +254,7 @@ class Subtask:
             )
             if problems:
                 details = {"check": "acceptance", "failures": problems}
-                self.log.append(
-                    "acceptance_failed",
-                    "error",
-                    step=sub.id,
-                    details=details,
-                    error="; ".join(problems),
-                )
+                self.error("acceptance_failed", details, "; ".join(problems))
                 return False
         details = {"call_id": call.call_id, "commit": commit}
         self.log.append("step_completed", "ok", step=sub.id, details=details)
@@ -390,13 +386,7 @@ class Subtask:
             self.log.append("subagent_succeeded", "ok", step=self.sub.id, details=details)
         else:
             details["kind"] = outcome.kind
-            self.log.append(
-                "subagent_failed",
-                "error",
-                step=self.sub.id,
-                details=details,
-                error=outcome.message,
-            )
+            self.error("subagent_failed", details, outcome.message)
 
     # -- gate, verify, commit ----------------------------------------------------------------
 
@@ -470,15 +460,15 @@ class Subtask:
         task, sub, git = self.task, self.sub, self.task.git
         cfg = task.config.verify
         head = git.head()
-        self.evidence = task.layout.exchange(task.task_id, call.call_id) / exchanges.VERIFY
-        shutil.rmtree(self.evidence, ignore_errors=True)
         runner = verify.Runner(task.tmp("runs"), task.config.verify_timeout_s, cfg.isolate_network)
+        evidence = task.layout.exchange(task.task_id, call.call_id) / exchanges.VERIFY
+        checks = Checks(self.log, sub.id, att, cfg, runner, evidence, task.tmp)
         with ExitStack() as stack:
             wt = stack.enter_context(git.worktree(head, task.tmp("verify")))
             tree = self.apply_patches(wt, changes)
-            if tree is None or not self.build(att, runner, wt, changes):
+            if tree is None or not checks.build(wt, changes):
                 return None
-            if cfg.test and not self.test(att, runner, wt, cfg.test):
+            if cfg.test and not checks.test(wt, cfg.test):
                 return None
             base: list[Path] = []
 
@@ -499,7 +489,7 @@ class Subtask:
                 cache=task.layout.tmp / "coverage",
                 base=base_worktree,
             )
-            if not self.accept(att, judge.evaluate()):
+            if not checks.accept(judge.evaluate()):
                 return None
         message = (
             f"{sub.role}: {sub.goal}\n\n"
@@ -529,106 +519,6 @@ class Subtask:
                 self.fail(f"git apply refused {change.path}: {problem}", "apply")
                 return None
         return git.write_tree(wt)
-
-    def build(
-        self, att: state.Attempt, runner: verify.Runner, wt: Path, changes: list[diffgate.Change]
-    ) -> bool:
-        """format, lint, license (command or header rule), build: each once, in order."""
-        cfg = self.task.config.verify
-        if cfg.license_header is not None:
-            added = {
-                c.path: (wt / c.path).read_text("utf-8", "replace")
-                for c in changes
-                if c.kind in ("add", "rename")
-            }
-            problems = verify.license_problems(added, cfg.license_header, cfg.license_paths)
-            details = {"check": "license", "rule": cfg.license_header}
-            if problems:
-                self.log.append(
-                    "build_failed",
-                    "error",
-                    step=self.sub.id,
-                    details=details,
-                    error="; ".join(problems),
-                )
-                return False
-            self.once(att, "build_succeeded", details)
-        for name in ("format", "lint", "license", "build"):
-            command = getattr(cfg, name)
-            if command and not self.judge(att, runner.check(name, command, wt), "build"):
-                return False
-        return True
-
-    def test(self, att: state.Attempt, runner: verify.Runner, wt: Path, command: str) -> bool:
-        """Two runs, each in its own copy of the built worktree; pass/pass only."""
-        cfg = self.task.config.verify
-        twin = self.task.tmp("verify-2")
-        shutil.rmtree(twin, ignore_errors=True)
-        shutil.copytree(wt, twin, symlinks=True)
-        try:
-            check = runner.twice("test", command, [wt, twin], cfg.parallel_runs)
-            if cfg.junit is not None and not check.passed:
-                check = replace(check, flipped=verify.flipped_tests(wt, twin, cfg.junit))
-        finally:
-            shutil.rmtree(twin, ignore_errors=True)
-        return self.judge(att, check, "test")
-
-    def judge(self, att: state.Attempt, check: verify.Check, kind: str) -> bool:
-        """Log a check's result (a success only once per attempt) and keep its evidence."""
-        good, bad = {
-            "build": ("build_succeeded", "build_failed"),
-            "test": ("test_passed", "test_failed"),
-        }[kind]
-        self.keep(check)
-        if check.passed:
-            self.once(att, good, check.details())
-            return True
-        self.log.append(
-            bad, "error", step=self.sub.id, details=check.details(), error=check.summary()
-        )
-        return False
-
-    def once(self, att: state.Attempt, event: str, details: dict[str, Any]) -> None:
-        """A success a killed run already logged is not logged again."""
-        if not any(
-            e["event"] == event and e.get("details", {}).get("check") == details["check"]
-            for e in att.events
-        ):
-            self.log.append(event, "ok", step=self.sub.id, details=details)
-
-    def keep(self, check: verify.Check) -> None:
-        """Evidence beside the exchange: command, exit codes, durations, output tails."""
-        n = len(list(self.evidence.glob("*.json"))) if self.evidence.is_dir() else 0
-        files.atomic_write(
-            self.evidence / f"{n:02d}-{check.name}.json", files.pretty(check.evidence())
-        )
-
-    def accept(self, att: state.Attempt, verdict: acceptance.Verdict) -> bool:
-        for check in verdict.checks:
-            self.keep(check)
-        cfg = self.task.config.verify
-        failures = list(verdict.failures)
-        if cfg.strict_acceptance and verdict.unverified:
-            failures.append("unverified under strict_acceptance: " + "; ".join(verdict.unverified))
-        details: dict[str, Any] = {
-            "check": "acceptance",
-            "verified": verdict.verified,
-            "unverified": verdict.unverified,
-            **verdict.measured,
-        }
-        if failures:
-            self.log.append(
-                "acceptance_failed",
-                "error",
-                step=self.sub.id,
-                details=details,
-                error="; ".join(failures),
-            )
-            return False
-        if verdict.verified or verdict.unverified:
-            details["phase"] = "acceptance"
-            self.once(att, "phase_completed", details)
-        return True
 
 
 def _token_of(call: envelope.Call) -> str | None:

@@ -1,0 +1,124 @@
+"""The checks of one attempt: format, lint, license, build, tests twice, acceptance.
+
+Each result is logged once per attempt (a rerun after a kill does not repeat a logged
+success) and kept as evidence beside the exchange.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from . import files
+from .acceptance import Verdict
+from .config import Verify
+from .diffgate import Change
+from .progress import Log
+from .state import Attempt
+from .verify import Check, Runner, flipped_tests, license_problems
+
+
+class Checks:
+    def __init__(
+        self,
+        log: Log,
+        step: str,
+        att: Attempt,
+        cfg: Verify,
+        runner: Runner,
+        evidence: Path,
+        scratch: Callable[[str], Path],
+    ) -> None:
+        self.log, self.step, self.att, self.cfg = log, step, att, cfg
+        self.runner, self.evidence, self.scratch = runner, evidence, scratch
+        shutil.rmtree(evidence, ignore_errors=True)
+
+    def error(self, event: str, details: dict[str, Any], reason: str) -> None:
+        self.log.append(event, "error", step=self.step, details=details, error=reason)
+
+    def build(self, wt: Path, changes: list[Change]) -> bool:
+        """format, lint, license (command or header rule), build: each once, in order."""
+        cfg = self.cfg
+        if cfg.license_header is not None:
+            added = {
+                c.path: (wt / c.path).read_text("utf-8", "replace")
+                for c in changes
+                if c.kind in ("add", "rename")
+            }
+            problems = license_problems(added, cfg.license_header, cfg.license_paths)
+            details = {"check": "license", "rule": cfg.license_header}
+            if problems:
+                self.error("build_failed", details, "; ".join(problems))
+                return False
+            self.once("build_succeeded", details)
+        for name in ("format", "lint", "license", "build"):
+            command = getattr(cfg, name)
+            if command and not self.judge(self.runner.check(name, command, wt), "build"):
+                return False
+        return True
+
+    def test(self, wt: Path, command: str) -> bool:
+        """Two runs, each in its own copy of the built worktree; pass/pass only."""
+        cfg = self.cfg
+        twin = self.scratch("verify-2")
+        shutil.rmtree(twin, ignore_errors=True)
+        shutil.copytree(wt, twin, symlinks=True)
+        try:
+            check = self.runner.twice("test", command, [wt, twin], cfg.parallel_runs)
+            if cfg.junit is not None and not check.passed:
+                check = replace(check, flipped=flipped_tests(wt, twin, cfg.junit))
+        finally:
+            shutil.rmtree(twin, ignore_errors=True)
+        return self.judge(check, "test")
+
+    def judge(self, check: Check, kind: str) -> bool:
+        """Log a check's result (a success only once per attempt) and keep its evidence."""
+        good, bad = {
+            "build": ("build_succeeded", "build_failed"),
+            "test": ("test_passed", "test_failed"),
+        }[kind]
+        self.keep(check)
+        if check.passed:
+            self.once(good, check.details())
+            return True
+        self.error(bad, check.details(), check.summary())
+        return False
+
+    def once(self, event: str, details: dict[str, Any]) -> None:
+        """A success a killed run already logged is not logged again."""
+        if not any(
+            e["event"] == event and e.get("details", {}).get("check") == details["check"]
+            for e in self.att.events
+        ):
+            self.log.append(event, "ok", step=self.step, details=details)
+
+    def keep(self, check: Check) -> None:
+        """Evidence beside the exchange: command, exit codes, durations, output tails."""
+        n = len(list(self.evidence.glob("*.json"))) if self.evidence.is_dir() else 0
+        files.atomic_write(
+            self.evidence / f"{n:02d}-{check.name}.json", files.pretty(check.evidence())
+        )
+
+    def accept(self, verdict: Verdict) -> bool:
+        for check in verdict.checks:
+            self.keep(check)
+        cfg = self.cfg
+        failures = list(verdict.failures)
+        if cfg.strict_acceptance and verdict.unverified:
+            failures.append("unverified under strict_acceptance: " + "; ".join(verdict.unverified))
+        details: dict[str, Any] = {
+            "check": "acceptance",
+            "verified": verdict.verified,
+            "unverified": verdict.unverified,
+            **verdict.measured,
+        }
+        if failures:
+            self.error("acceptance_failed", details, "; ".join(failures))
+            return False
+        if verdict.verified or verdict.unverified:
+            details["phase"] = "acceptance"
+            self.once("phase_completed", details)
+        return True

@@ -1,0 +1,338 @@
+"""What every agent-CLI shim shares: the envelope, the sandbox, the prompt, the answer line.
+
+A shim reads the two envelope lines, copies the visible files of its working directory (a
+scratch worktree of the base commit) into a throw-away git sandbox, lets the CLI work there,
+computes the diffs itself with git, and prints exactly one result line.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from harness import errors, proc, schemas, scope
+
+EXIT = {"ok": 0, "retryable": 1, "hard": 2}
+ANSWER_FIELDS = ("plan", "risks", "notes", "metrics", "artifacts")
+
+
+class ShimError(Exception):
+    """A failure to report as the one result line: retryable or hard."""
+
+    def __init__(self, message: str, kind: str = "hard") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Envelope:
+    context: dict[str, Any]
+    prompt: dict[str, Any]
+
+    @property
+    def task_id(self) -> str:
+        return str(self.context["task_id"])
+
+    @property
+    def ts(self) -> str:
+        return str(self.context["ts"])
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        return dict(self.prompt["payload"])
+
+    @property
+    def writable(self) -> bool:
+        return str(self.payload["write_scope"]) != "none"
+
+
+def read_envelope(data: bytes) -> Envelope:
+    """Exactly two schema-valid lines naming the same task, or ShimError (hard)."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if len(lines) != 2:
+        raise ShimError(f"expected two envelope lines, got {len(lines)}")
+    try:
+        context, prompt = orjson.loads(lines[0]), orjson.loads(lines[1])
+    except orjson.JSONDecodeError as exc:
+        raise ShimError(f"envelope is not JSON: {exc}") from None
+    for name, doc in (("context-envelope", context), ("prompt-envelope", prompt)):
+        problem = schemas.problem(name, doc)
+        if problem is not None:
+            raise ShimError(f"{name}: {problem}")
+    if context["task_id"] != prompt["task_id"]:
+        raise ShimError("context and prompt name different tasks")
+    return Envelope(context, prompt)
+
+
+# -- the sandbox ------------------------------------------------------------------------------
+
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "sandbox",
+    "GIT_AUTHOR_EMAIL": "sandbox@localhost",
+    "GIT_COMMITTER_NAME": "sandbox",
+    "GIT_COMMITTER_EMAIL": "sandbox@localhost",
+    "GIT_AUTHOR_DATE": "1970-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "1970-01-01T00:00:00Z",
+}
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | _GIT_ENV
+    done = subprocess.run(
+        ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ShimError(f"sandbox git {args[0]} failed: {done.stderr.strip()[-200:]}")
+    return done.stdout
+
+
+@dataclass
+class Sandbox:
+    """A git repository holding only the visible files; readonly ones are not writable."""
+
+    root: Path
+    readonly: list[str] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, source: Path, visible: list[str], readonly: list[str], parent: Path) -> Sandbox:
+        root = Path(tempfile.mkdtemp(prefix="sandbox-", dir=parent))
+        kept = []
+        for path in _tracked(source):
+            if scope.matches(path, visible) and not path.startswith(".git"):
+                target = root / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source / path, target, follow_symlinks=False)
+                kept.append(path)
+        _git(root, "init", "-q", "-b", "sandbox")
+        _git(root, "add", "-A")
+        _git(root, "commit", "-q", "--allow-empty", "-m", "base")
+        box = cls(root, [p for p in kept if scope.matches(p, readonly)])
+        for path in box.readonly:
+            mode = (root / path).stat().st_mode
+            (root / path).chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+        return box
+
+    def diffs(self) -> list[dict[str, str]]:
+        """One git-style patch per changed file (added and deleted files included)."""
+        _git(self.root, "add", "-A")
+        names = _git(self.root, "diff", "--cached", "--name-only", "-z", "--no-renames")
+        found = []
+        for path in sorted(filter(None, names.split("\0"))):
+            patch = _git(
+                self.root,
+                "diff",
+                "--cached",
+                "--no-renames",
+                "--no-color",
+                "--src-prefix=a/",
+                "--dst-prefix=b/",
+                "--",
+                path,
+            )
+            found.append({"file": path, "patch": patch})
+        return found
+
+    def remove(self) -> None:
+        for path in self.root.rglob("*"):
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode | stat.S_IWUSR)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _tracked(source: Path) -> list[str]:
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=source, capture_output=True, check=False)
+    if out.returncode != 0:  # not a checkout: take the files as they are
+        return sorted(p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file())
+    return sorted(filter(None, out.stdout.decode("utf-8", "replace").split("\0")))
+
+
+# -- the prompt -------------------------------------------------------------------------------
+
+
+def role_brief(role: str, repo: Path) -> str:
+    """ai/roles/<role>.md of the repository, else the brief harness ships for the role."""
+    local = repo / "ai" / "roles" / f"{role}.md"
+    if local.is_file():
+        return local.read_text("utf-8")
+    shipped = resources.files("harness.workers") / "roles" / f"{role}.md"
+    if shipped.is_file():
+        return shipped.read_text("utf-8")
+    raise ShimError(f"no role brief for {role!r} (add ai/roles/{role}.md)")
+
+
+def render(env: Envelope, brief: str) -> str:
+    """The task as the model reads it: role brief, goal, constraints, inputs, expected answer."""
+    p = env.payload
+    lines = [
+        brief.strip(),
+        "",
+        f"# Task {env.task_id} / {p.get('subtask', '?')}",
+        "",
+        f"Role: {p['role']}",
+        f"Goal: {p['goal']}",
+        "",
+        "Constraints:",
+    ]
+    lines += [f"- {c}" for c in p["constraints"]]
+    lines += ["", "Input files (read them in the working directory):"]
+    lines += [f"- {path}" for path in p["inputs"]["paths"]] or ["- (none)"]
+    for blob in p["inputs"]["blobs"]:
+        lines += ["", f"<<<blob {blob['name']}", blob["text"], f">>>blob {blob['name']}"]
+    if env.writable:
+        lines += ["", "You may edit files matching: " + ", ".join(p.get("scope", []))]
+        if p.get("creates"):
+            lines += ["You may create files matching: " + ", ".join(p["creates"])]
+        lines += ["Edit the files in place; do not write diffs yourself."]
+    else:
+        lines += ["", "Do not change any file."]
+    lines += [
+        "",
+        "Finish with a JSON object with the keys plan (list of {step, why}), risks,",
+        "notes (lists of strings), metrics (object) and artifacts (list of",
+        "{name, type, content}); cite findings as path:line.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# -- the answer -------------------------------------------------------------------------------
+
+
+def answer(
+    env: Envelope | None, agent_id: str, result: dict[str, Any] | None, error: ShimError | None
+) -> tuple[bytes, int]:
+    """The one output line and the exit code that agrees with it."""
+    out: dict[str, Any] = {
+        "ts": env.ts if env else "1970-01-01T00:00:00Z",
+        "task_id": env.task_id if env else "unknown",
+        "agent_id": agent_id,
+    }
+    if error is not None:
+        out |= {"status": "error", "error": {"message": str(error)[:2000], "kind": error.kind}}
+        code = EXIT[error.kind]
+    else:
+        out |= {"status": "ok", "result": result or {}}
+        code = 0
+    return orjson.dumps(out, option=orjson.OPT_SORT_KEYS) + b"\n", code
+
+
+def structured(obj: object) -> dict[str, Any]:
+    """Keep only the answer fields of the model's final JSON, with the types they must have."""
+    if not isinstance(obj, dict):
+        raise ShimError("the final answer is not a JSON object")
+    found: dict[str, Any] = {}
+    for key in ANSWER_FIELDS:
+        if key in obj:
+            found[key] = obj[key]
+    return found
+
+
+def main(
+    agent_id: str,
+    work: Callable[[Envelope, Sandbox], dict[str, Any]],
+    version: Callable[[], str],
+    argv: list[str] | None = None,
+) -> int:
+    """The shim's whole life: --version, or one envelope in and one line out."""
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:
+        print(version())
+        return 0
+    env: Envelope | None = None
+    box: Sandbox | None = None
+    try:
+        env = read_envelope(sys.stdin.buffer.read())
+        ctx = env.context["payload"]
+        parent = Path(os.environ.get("HOME") or tempfile.gettempdir())
+        box = Sandbox.create(Path.cwd(), ctx["visible"], ctx["readonly"], parent)
+        result = work(env, box)
+        if env.writable:
+            result["diffs"] = box.diffs()
+        line, code = answer(env, agent_id, result, None)
+    except ShimError as exc:
+        line, code = answer(env, agent_id, None, exc)
+    finally:
+        if box is not None:
+            box.remove()
+    sys.stdout.buffer.write(line)
+    sys.stdout.flush()
+    return code
+
+
+# -- running the CLI --------------------------------------------------------------------------
+
+# The CLI must stop before harness stops the shim, so the shim can still report.
+MARGIN = 0.8
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    stdout: bytes
+    stderr: bytes
+
+
+def run_cli(argv: list[str], env: Envelope, box: Sandbox, prompt: str) -> Ran:
+    """The CLI in the sandbox: prompt on stdin then EOF, output to files, group-killed on time.
+
+    A CLI missing from PATH is hard; one that had to be killed is retryable.
+    """
+    work = Path(tempfile.mkdtemp(prefix="cli-", dir=box.root.parent))
+    try:
+        (work / "prompt.txt").write_text(prompt, "utf-8")
+        child_env = {k: v for k, v in os.environ.items() if k not in ("CLAUDECODE",)}
+        limits = env.payload["timeouts"]
+        try:
+            result = proc.run(
+                argv,
+                cwd=box.root,
+                env=child_env,
+                stdin=work / "prompt.txt",
+                stdout=work / "out",
+                stderr=work / "err",
+                soft_s=limits["soft_s"] * MARGIN,
+                hard_s=limits["hard_s"] * MARGIN,
+            )
+        except errors.HarnessError:
+            raise ShimError(f"{argv[0]} is not installed or not on PATH") from None
+        if result.timed_out is not None:
+            raise ShimError(
+                f"{argv[0]} was killed after the {result.timed_out} timeout", "retryable"
+            )
+        return Ran(result.code, (work / "out").read_bytes(), (work / "err").read_bytes())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def cli_version(program: str, shim_version: str) -> str:
+    """`<shim> <version> (<program> <its version>)`, or a note that it is missing."""
+    found = shutil.which(program)
+    if found is None:
+        return f"{shim_version} ({program} not found on PATH)"
+    done = subprocess.run(
+        [found, "--version"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    first = (done.stdout.strip().splitlines() or ["unknown"])[0]
+    return f"{shim_version} ({program} {first})"

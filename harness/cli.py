@@ -29,6 +29,7 @@ from . import plan as plan_mod
 from .errors import Busy, HarnessError, InvalidInput
 from .layout import Layout
 from .progress import Log
+from .workers import launcher
 
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -114,14 +115,21 @@ def _short(value: str | None) -> str:
 
 def cmd_init(args: argparse.Namespace) -> int:
     layout = _layout(args)
+    shims = ["claude", "codex", *(["gemini"] if args.gemini else [])]
     made = []
-    for path, data in (
+    wanted = [
         (layout.config, config.DEFAULT_TEXT.encode()),
-        (layout.registry, files.pretty(registry.DEFAULT)),
+        (layout.registry, files.pretty(registry.default(shims))),
         (layout.tokens, files.pretty(tokens.DEFAULT)),
-    ):
+    ]
+    wanted += [
+        (layout.ai / "agents" / "bin" / f"{name}-cli", launcher(name).encode()) for name in shims
+    ]
+    for path, data in wanted:
         if not path.exists():
             files.atomic_write(path, data)
+            if path.parent.name == "bin":
+                path.chmod(0o755)
             made.append(path.relative_to(layout.root).as_posix())
     orchestrator.ensure_tmp(layout)
     print("created " + ", ".join(made) if made else "nothing to do: ai/ is already set up")
@@ -320,7 +328,8 @@ def _parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    add("init", cmd_init, "create ai/harness.toml, the registry and the token store if missing")
+    p = add("init", cmd_init, "create ai/harness.toml, the registry and the token store if missing")
+    p.add_argument("--gemini", action="store_true", help="also register the Gemini CLI shim")
 
     tok = sub.add_parser("tokens", help="write tokens").add_subparsers(dest="sub", required=True)
     p = add("issue", cmd_tokens_issue, "issue a write token for path globs", tok)

@@ -12,7 +12,36 @@ from packaging.version import InvalidVersion, Version
 from . import files, proc
 from .errors import Halted, InvalidInput
 
-DEFAULT: dict[str, object] = {"agents": []}
+# The shims `harness init` registers: id, capabilities, and the variables each CLI needs.
+SHIMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "claude": (
+        ("test-author", "doc-writer", "review", "micro-refactor", "localized-impl"),
+        ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"),
+    ),
+    "codex": (
+        ("plan", "orchestrate", "codegen", "audit", "merge"),
+        ("CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    ),
+    "gemini": (("review", "doc-writer"), ("GEMINI_API_KEY",)),
+}
+
+
+def default(shims: list[str]) -> dict[str, object]:
+    """A registry of the named shims, launched from ai/agents/bin/<id>-cli."""
+    return {
+        "agents": [
+            {
+                "id": name,
+                "cmd": f"ai/agents/bin/{name}-cli",
+                "version": ">=0.1",
+                "capabilities": list(SHIMS[name][0]),
+                "env": list(SHIMS[name][1]),
+            }
+            for name in shims
+        ]
+    }
+
+
 _VERSION = re.compile(r"\d+(?:\.\d+)+(?:[.-]?(?:a|b|rc|dev|post)\d*)*")
 
 
@@ -84,4 +113,6 @@ def probe(agent: Agent, root: Path, env: dict[str, str]) -> str:
         raise Halted(f"agent {agent.id}: no version in `--version` output {out.strip()[:80]!r}")
     if version not in SpecifierSet(agent.version, prereleases=True):
         raise Halted(f"agent {agent.id}: version {version} outside {agent.version}")
+    if "not found on PATH" in out:  # a shim whose CLI is missing says so in its version
+        raise Halted(f"agent {agent.id}: {out.strip()}")
     return str(version)

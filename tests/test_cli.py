@@ -63,11 +63,20 @@ def test_init_creates_what_is_missing_and_never_overwrites(tmp_path: Path) -> No
         "ai/harness.toml",
         "ai/agents/registry.json",
         "ai/agents/write_tokens.json",
+        "ai/agents/bin/claude-cli",
+        "ai/agents/bin/codex-cli",
         "ai/tmp/.gitignore",
     }
     # what init wrote is what harness itself accepts
     config.load(repo.root / "ai/harness.toml")
-    assert registry.load(repo.root / "ai/agents/registry.json", repo.root) == []
+    agents = registry.load(repo.root / "ai/agents/registry.json", repo.root)
+    assert [(a.id, a.cmd) for a in agents] == [
+        ("claude", "ai/agents/bin/claude-cli"),
+        ("codex", "ai/agents/bin/codex-cli"),
+    ]
+    assert "test-author" in agents[0].capabilities and "plan" in agents[1].capabilities
+    assert agents[0].env == ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
+    assert os.access(repo.root / "ai/agents/bin/claude-cli", os.X_OK)
     assert tokens.load(repo.root / "ai/agents/write_tokens.json", repo.root) == []
 
     again = repo.cli("init")

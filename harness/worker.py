@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +36,12 @@ def env_for(agent: Agent, home: Path) -> dict[str, str]:
 def run(
     agent: Agent, root: Path, cwd: Path, home: Path, folder: Path, timeouts: dict[str, float]
 ) -> proc.Result:
-    """Start the agent with `folder/stdin` as its stdin; output goes to files in `folder`."""
-    return proc.run(
+    """Start the agent with `folder/stdin` as its stdin; output goes to files in `folder`.
+
+    The values of the variables the agent was allowed to see are then blanked out of both
+    output files, so a key the agent echoes is never recorded.
+    """
+    result = proc.run(
         [str(agent.executable(root)), *agent.args],
         cwd=cwd,
         env=env_for(agent, home),
@@ -46,6 +51,19 @@ def run(
         soft_s=timeouts["soft_s"],
         hard_s=timeouts["hard_s"],
     )
+    secrets = [os.environ[name] for name in agent.env if len(os.environ.get(name, "")) >= 6]
+    for name in ("stdout.ndjson", "stderr.log"):
+        redact(folder / name, secrets)
+    return result
+
+
+def redact(path: Path, secrets: list[str]) -> None:
+    data = path.read_bytes()
+    cleaned = data
+    for secret in sorted(secrets, key=len, reverse=True):
+        cleaned = cleaned.replace(secret.encode(), b"[REDACTED]")
+    if cleaned != data:
+        path.write_bytes(cleaned)
 
 
 def judge(

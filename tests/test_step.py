@@ -407,3 +407,25 @@ def test_registry_version_out_of_range_halts_before_any_call(sample: Sample) -> 
     res = sample.cli("next", "demo")
     assert res.returncode == 1 and "outside >=99" in res.stderr
     assert "subagent_invoked" not in sample.names()
+
+
+def test_allowlisted_secret_values_are_redacted_from_the_record(sample: Sample) -> None:
+    dump = sample.root.parent / "dump-env"
+    dump.write_text(
+        '#!/bin/sh\nif [ "$1" = --version ]; then echo 1.0; exit 0; fi\n'
+        'env >&2; echo "key is $API_KEY"; exit 2\n'
+    )
+    dump.chmod(0o755)
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"][0].update(cmd=str(dump), version=">=1", env=["API_KEY"])
+    sample.write_json("ai/agents/registry.json", reg)
+    sample.write_plan([subtask("T1")])
+    res = sample.cli("next", "demo", env={"API_KEY": "sk-live-0123456789"})
+    assert res.returncode == 1
+    call = next(e for e in sample.events() if e["event"] == "subagent_invoked")
+    folder = sample.root / "ai/exchanges/demo" / call["details"]["call_id"]
+    assert "API_KEY=[REDACTED]" in (folder / "stderr.log").read_text()
+    assert (folder / "stdout.ndjson").read_text() == "key is [REDACTED]\n"
+    for path in (sample.root / "ai").rglob("*"):
+        if path.is_file():
+            assert b"sk-live-0123456789" not in path.read_bytes(), path

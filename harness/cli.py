@@ -19,6 +19,7 @@ from . import (
     config,
     files,
     orchestrator,
+    personas,
     registry,
     repo,
     state,
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except HarnessError as exc:
-        print(f"harness: {exc}", file=sys.stderr)
+        # One line, always: a message quoting a parser may carry newlines.
+        print("harness: " + " ".join(str(exc).splitlines()), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
@@ -300,6 +302,13 @@ def cmd_registry_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_agents_import(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    ids = personas.run(layout.root, args.source, clock.from_env().now(0))
+    print(f"imported {len(ids)} agent(s) from {personas.SOURCES[args.source]}: {', '.join(ids)}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
@@ -360,6 +369,10 @@ def _parser() -> argparse.ArgumentParser:
 
     reg = sub.add_parser("registry", help="agents").add_subparsers(dest="sub", required=True)
     add("check", cmd_registry_check, "check each agent's launcher and version", reg)
+
+    ag = sub.add_parser("agents", help="agents").add_subparsers(dest="sub", required=True)
+    p = add("import", cmd_agents_import, "import .claude/agents or .gemini/agents files", ag)
+    p.add_argument("--from", dest="source", choices=sorted(personas.SOURCES), required=True)
 
     p = add("demo", cmd_demo, "run a sample task offline with the scripted worker")
     p.add_argument("--dir", help="where to build the sample repository (default: a temp dir)")

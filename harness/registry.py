@@ -54,6 +54,12 @@ class Agent:
     args: tuple[str, ...]
     env: tuple[str, ...]
     timeouts: dict[str, float] | None
+    persona: str | None = None
+
+    def argv(self, root: Path) -> list[str]:
+        """How to start it: the command, its args, and its persona file if it has one."""
+        persona = ["--persona", str(root / self.persona)] if self.persona else []
+        return [str(self.executable(root)), *self.args, *persona]
 
     def executable(self, root: Path) -> Path:
         path = Path(self.cmd)
@@ -71,6 +77,7 @@ def load(path: Path, root: Path) -> list[Agent]:
             args=tuple(a.get("args", [])),
             env=tuple(a.get("env", [])),
             timeouts=a.get("timeouts"),
+            persona=a.get("persona"),
         )
         for a in data["agents"]
     ]

@@ -42,7 +42,7 @@ def run(
     output files, so a key the agent echoes is never recorded.
     """
     result = proc.run(
-        [str(agent.executable(root)), *agent.args],
+        agent.argv(root),
         cwd=cwd,
         env=env_for(agent, home),
         stdin=folder / "stdin",

@@ -167,14 +167,18 @@ def _tracked(source: Path) -> list[str]:
 # -- the prompt -------------------------------------------------------------------------------
 
 
+PERSONA: list[str] = []
+
+
 def role_brief(role: str, repo: Path) -> str:
-    """ai/roles/<role>.md of the repository, else the brief harness ships for the role."""
+    """ai/roles/<role>.md of the repository, else the brief harness ships for the role; an
+    imported agent's persona (--persona) follows it."""
     local = repo / "ai" / "roles" / f"{role}.md"
     if local.is_file():
-        return local.read_text("utf-8")
+        return local.read_text("utf-8") + "".join(f"\n{p}" for p in PERSONA)
     shipped = resources.files("harness.workers") / "roles" / f"{role}.md"
     if shipped.is_file():
-        return shipped.read_text("utf-8")
+        return shipped.read_text("utf-8") + "".join(f"\n{p}" for p in PERSONA)
     raise ShimError(f"no role brief for {role!r} (add ai/roles/{role}.md)")
 
 
@@ -255,6 +259,9 @@ def main(
     if args == ["--version"]:
         print(version())
         return 0
+    if args[:1] == ["--persona"] and len(args) == 2:
+        # An imported agent's system prompt, appended after the role brief.
+        PERSONA.append(Path(args[1]).read_text("utf-8"))
     env: Envelope | None = None
     box: Sandbox | None = None
     try:

@@ -17,6 +17,7 @@ from . import (
     __version__,
     clock,
     config,
+    drafting,
     files,
     orchestrator,
     personas,
@@ -198,6 +199,27 @@ def cmd_plan_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan_draft(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    task_id = _task_id(args.task_id)
+    with _locked(layout, task_id, wait=False):
+        path = drafting.draft(layout, task_id, args.goal, clock.from_env())
+    print(
+        f"draft written to {path.relative_to(layout.root)}; review it, then `harness plan accept`"
+    )
+    return 0
+
+
+def cmd_plan_accept(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    task_id = _task_id(args.task_id)
+    with _locked(layout, task_id, wait=False):
+        data = drafting.accept(layout, task_id)
+    sys.stdout.write(data.decode())
+    print(f"accepted as {layout.plan(task_id).relative_to(layout.root)}")
+    return 0
+
+
 def _step(args: argparse.Namespace, loop: bool) -> int:
     layout = _layout(args)
     task_id = _task_id(args.task_id)
@@ -351,6 +373,12 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="plans").add_subparsers(dest="sub", required=True)
     add("validate", cmd_plan_validate, "check a plan", pl).add_argument("task_id")
     add("show", cmd_plan_show, "print a plan in run order", pl).add_argument("task_id")
+    p = add("draft", cmd_plan_draft, "ask the planning agent for plan.draft.json", pl)
+    p.add_argument("task_id")
+    p.add_argument("--goal", required=True)
+    add("accept", cmd_plan_accept, "print the draft and promote it to plan.json", pl).add_argument(
+        "task_id"
+    )
 
     for name, func, helptext in (
         ("next", cmd_next, "run the next ready subtask, end to end"),

@@ -1,0 +1,128 @@
+"""`harness plan draft` / `accept`: a planning agent proposes plan.json; a person promotes it.
+
+The draft is written beside the plan as plan.draft.json and never runs: `harness next` reads
+only plan.json, which `accept` writes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+
+from . import config, envelope, exchanges, files, registry, repo, worker
+from . import plan as plan_mod
+from .clock import Clock
+from .errors import Halted, InvalidInput
+from .layout import Layout
+
+DRAFT = "plan.draft.json"
+
+
+def draft_path(layout: Layout, task_id: str) -> Path:
+    return layout.task_dir(task_id) / DRAFT
+
+
+def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
+    """Ask the first agent able to `plan` (read-only) for a plan; validate it; write the draft."""
+    root = layout.root
+    cfg = config.load(layout.config)
+    agent = registry.route(registry.load(layout.registry, root), "plan", None)
+    if agent is None:
+        raise InvalidInput("ai/agents/registry.json: no agent takes role 'plan'")
+    git = repo.Repo(root)
+    base, branch = git.head(), git.branch()
+    sub = plan_mod.Subtask(
+        id="draft",
+        role="plan",
+        goal=goal,
+        inputs=(),
+        acceptance=(),
+        write_scope=(),
+        depends_on=(),
+        creates=(),
+        agent=agent.id,
+        token=None,
+        allow_new_deps=False,
+        allow_mode_change=False,
+        allow_api_change=False,
+    )
+    call = envelope.build(
+        task_id=task_id,
+        sub=sub,
+        ts=clock.now(0),
+        branch=branch,
+        base=base,
+        readonly=list(cfg.readonly),
+        visible=list(cfg.visible),
+        token_id=None,
+        input_hashes={},
+        blobs=[],
+        retry=False,
+        timeouts=dict(agent.timeouts or cfg.timeouts),
+        budgets=dict(cfg.budgets),
+        epoch=0,
+    )
+    scratch = layout.tmp / task_id / "draft"
+    shutil.rmtree(scratch, ignore_errors=True)
+    (scratch / "home").mkdir(parents=True)
+    registry.probe(agent, root, worker.env_for(agent, scratch / "home"))
+    staging = exchanges.stage(scratch / "staging", call)
+    with git.worktree(base, scratch / "worktree") as cwd:
+        ran = worker.run(
+            agent, root, cwd, scratch / "home", staging, call.prompt["payload"]["timeouts"]
+        )
+    limits = (cfg.max_output_bytes, cfg.max_artifact_bytes)
+    stdout = (staging / "stdout.ndjson").read_bytes()
+    outcome = worker.judge(stdout, ran.code, ran.timed_out, task_id, agent.id, limits)
+    meta = {
+        "task_id": task_id,
+        "subtask": "draft",
+        "agent": agent.id,
+        "argv": agent.argv(root),
+        "exit_code": ran.code,
+        "timed_out": ran.timed_out,
+    }
+    exchanges.commit(staging, layout.exchange(task_id, call.call_id), call, outcome, meta)
+    if outcome.status != "ok":
+        raise Halted(f"agent {agent.id} could not draft a plan: {outcome.message}")
+    proposed = next(
+        (a["content"] for a in outcome.result.get("artifacts", []) if a["name"] == "plan.json"),
+        None,
+    )
+    if proposed is None:
+        raise Halted(f"agent {agent.id} returned no plan.json artifact")
+    target = draft_path(layout, task_id)
+    check(proposed.encode(), target, root, task_id)
+    files.atomic_write(target, files.pretty(orjson.loads(proposed)))
+    return target
+
+
+def check(data: bytes, where: Path, root: Path, task_id: str) -> None:
+    """The same checks as `plan validate`'s structural ones, on bytes not yet on disk."""
+    staged = where.with_name(f".{where.name}.check")
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    staged.write_bytes(data)
+    try:
+        plan_mod.load(staged, root, task_id)
+    except InvalidInput as exc:
+        raise InvalidInput(str(exc).replace(staged.name, where.name)) from None
+    finally:
+        staged.unlink(missing_ok=True)
+
+
+def accept(layout: Layout, task_id: str) -> bytes:
+    """Promote the draft to plan.json; refused once the task has started or if it is invalid."""
+    source = draft_path(layout, task_id)
+    if not source.exists():
+        raise InvalidInput(
+            f"{source.relative_to(layout.root)}: no draft (run `harness plan draft`)"
+        )
+    if layout.log(task_id).exists():
+        raise InvalidInput(f"task {task_id} has started: its plan.json is no longer replaced")
+    data = source.read_bytes()
+    plan_mod.load(source, layout.root, task_id)
+    files.atomic_write(layout.plan(task_id), data)
+    source.unlink()
+    return data

@@ -1,0 +1,79 @@
+"""`harness plan draft` / `accept`: an agent proposes, the command approves, nothing runs before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from .conftest import CLOCK, Sample, err, subtask
+
+DRAFT = Path("ai/tasks/t9/plan.draft.json")
+PLAN = Path("ai/tasks/t9/plan.json")
+
+
+def planner(sample: Sample, answer: dict[str, object]) -> None:
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"][0]["capabilities"].append("plan")
+    sample.write_json("ai/agents/registry.json", reg)
+    sample.write_script([answer])
+
+
+def proposal(subtasks: list[dict[str, object]]) -> dict[str, object]:
+    content = orjson.dumps({"task_id": "t9", "created": CLOCK, "subtasks": subtasks}).decode()
+    return {
+        "subtask": "draft",
+        "result": {
+            "artifacts": [{"name": "plan.json", "type": "application/json", "content": content}]
+        },
+    }
+
+
+def test_draft_then_accept(sample: Sample) -> None:
+    planner(sample, proposal([subtask("T1"), subtask("T2", depends_on=["T1"])]))
+    res = sample.cli("plan", "draft", "t9", "--goal", "Add subtract")
+    assert res.returncode == 0, res.stderr
+    assert orjson.loads((sample.root / DRAFT).read_bytes())["task_id"] == "t9"
+    assert not (sample.root / PLAN).exists()
+    # a draft never runs
+    assert sample.cli("next", "t9").returncode == 2
+    assert not (sample.root / "ai/tasks/t9/progress.ndjson").exists()
+    # the call is recorded like any other
+    exchanges = list((sample.root / "ai/exchanges/t9").iterdir())
+    assert len(exchanges) == 1
+    prompt = orjson.loads((exchanges[0] / "prompt.ndjson").read_bytes())["payload"]
+    assert prompt["role"] == "plan" and prompt["write_scope"] == "none"
+    assert prompt["goal"] == "Add subtract"
+
+    res = sample.cli("plan", "accept", "t9")
+    assert res.returncode == 0, res.stderr
+    assert '"task_id": "t9"' in res.stdout
+    assert (sample.root / PLAN).exists() and not (sample.root / DRAFT).exists()
+    assert sample.cli("plan", "validate", "t9").returncode == 0
+
+
+def test_an_invalid_proposal_is_refused_and_no_draft_is_written(sample: Sample) -> None:
+    cyclic = [subtask("T1", depends_on=["T2"]), subtask("T2", depends_on=["T1"])]
+    planner(sample, proposal(cyclic))
+    res = sample.cli("plan", "draft", "t9", "--goal", "x")
+    assert res.returncode == 2 and "dependency cycle" in res.stderr
+    assert "plan.draft.json" in res.stderr
+    assert not (sample.root / DRAFT).exists()
+    assert not list((sample.root / "ai/tasks/t9").glob(".*"))
+
+
+def test_an_agent_failure_halts(sample: Sample) -> None:
+    planner(sample, err("draft", "hard", "cannot plan"))
+    res = sample.cli("plan", "draft", "t9", "--goal", "x")
+    assert res.returncode == 1 and "cannot plan" in res.stderr
+    assert not (sample.root / DRAFT).exists()
+
+
+def test_accept_needs_a_draft_and_an_unstarted_task(sample: Sample) -> None:
+    assert sample.cli("plan", "accept", "t9").returncode == 2
+    planner(sample, proposal([subtask("T1")]))
+    sample.write_plan([subtask("T1")], task="t9")
+    (sample.root / "ai/tasks/t9/progress.ndjson").write_text("")
+    assert sample.cli("plan", "draft", "t9", "--goal", "x").returncode == 0
+    res = sample.cli("plan", "accept", "t9")
+    assert res.returncode == 2 and "has started" in res.stderr

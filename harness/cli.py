@@ -18,6 +18,7 @@ from . import (
     clock,
     config,
     drafting,
+    exchanges,
     files,
     orchestrator,
     personas,
@@ -272,6 +273,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             }
         )
     block = state.blocker(log.events)
+    cost = round(exchanges.total_cost(layout.exchanges(task_id)), 6)
     if args.json:
         blocked = block and {"step": block.get("step"), "error": block.get("error")}
         doc = {
@@ -279,6 +281,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             "blocked": blocked,
             "subtasks": rows,
             "complete": state.has(log.events, "task_completed"),
+            "cost_usd": cost,
         }
         sys.stdout.write(files.pretty(doc).decode())
         return 0
@@ -289,6 +292,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
         for text in row["unverified"]:
             print(f"\t{row['id']} unverified: {text}")
+    if cost:
+        print(f"cost: ${cost:.4f}")
     if block is not None:
         print(f"blocked at {block.get('step')}: {block.get('error')}")
     return 0

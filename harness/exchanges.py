@@ -98,3 +98,18 @@ def _hashes(folder: Path) -> dict[str, str]:
         for p in sorted(folder.rglob("*"))
         if p.is_file() and p.name != META and p.relative_to(folder).parts[0] != VERIFY
     }
+
+
+def total_cost(folder: Path) -> float:
+    """The cost the task's agents reported (metrics.cost_usd), over every recorded call."""
+    total = 0.0
+    for stdout in sorted(folder.glob("*/stdout.ndjson")):
+        try:
+            answer = orjson.loads(stdout.read_bytes())
+        except orjson.JSONDecodeError:
+            continue  # a malformed answer reported no cost
+        metrics = answer.get("result", {}).get("metrics", {}) if isinstance(answer, dict) else {}
+        cost = metrics.get("cost_usd") if isinstance(metrics, dict) else None
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            total += float(cost)
+    return total

@@ -361,7 +361,7 @@ def status_json(sample: Sample) -> dict[str, Any]:
     res = sample.cli("status", "demo", "--json")
     assert res.returncode == 0, res.stderr
     doc: dict[str, Any] = orjson.loads(res.stdout)
-    assert set(doc) == {"task_id", "blocked", "complete", "subtasks"}
+    assert set(doc) == {"task_id", "blocked", "complete", "subtasks", "cost_usd"}
     assert doc["task_id"] == "demo"
     for row in doc["subtasks"]:
         assert set(row) == {"id", "role", "status", "commit", "call_id", "unverified"}

@@ -429,3 +429,14 @@ def test_allowlisted_secret_values_are_redacted_from_the_record(sample: Sample) 
     for path in (sample.root / "ai").rglob("*"):
         if path.is_file():
             assert b"sk-live-0123456789" not in path.read_bytes(), path
+
+
+def test_status_totals_the_cost_agents_reported(sample: Sample) -> None:
+    sample.write_plan([subtask("T1"), subtask("T2", depends_on=["T1"])])
+    paid = [ok("T1"), ok("T2")]
+    paid[0]["result"]["metrics"] = {"cost_usd": 0.25, "turns": 3}
+    paid[1]["result"]["metrics"] = {"cost_usd": 0.5}
+    sample.write_script(paid)
+    assert sample.cli("run", "demo").returncode == 0
+    assert orjson.loads(sample.cli("status", "demo", "--json").stdout)["cost_usd"] == 0.75
+    assert "cost: $0.7500" in sample.cli("status", "demo").stdout

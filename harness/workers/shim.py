@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -248,6 +249,14 @@ def structured(obj: object) -> dict[str, Any]:
     return found
 
 
+def _stopped(signum: int, frame: object) -> None:
+    # harness's soft timeout SIGTERMs the shim, whose CLI runs in a session of its own: left
+    # to the default action the shim would die at once and orphan a CLI that ignores SIGTERM.
+    # As an exception it unwinds through proc.run, which kills the CLI's whole group, and the
+    # shim still prints its one line.
+    raise ShimError("stopped by harness (SIGTERM at the soft timeout)", "retryable")
+
+
 def main(
     agent_id: str,
     work: Callable[[Envelope, Sandbox], dict[str, Any]],
@@ -256,6 +265,7 @@ def main(
 ) -> int:
     """The shim's whole life: --version, or one envelope in and one line out."""
     args = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _stopped)
     if args == ["--version"]:
         print(version())
         return 0

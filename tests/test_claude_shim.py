@@ -1,0 +1,266 @@
+"""The Claude Code shim end to end: the real harness CLI, the real shim, a fake `claude` on PATH."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from .conftest import Sample, calc_patch, subtask
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKES = ROOT / "tests" / "fakes"
+LAUNCHER = ROOT / "agents" / "claude-cli"
+
+
+def use_claude(sample: Sample, timeouts: dict[str, float] | None = None) -> None:
+    """Route every role to the claude shim, passing the fake's knobs through the allowlist."""
+    agent: dict[str, Any] = {
+        "id": "claude",
+        "cmd": str(LAUNCHER),
+        "version": ">=0.1",
+        "capabilities": ["localized-impl", "test-author", "doc-writer"],
+        "env": ["FAKE_CLAUDE_MODE", "FAKE_CLAUDE_LOG", "ANTHROPIC_API_KEY"],
+    }
+    if timeouts is not None:
+        agent["timeouts"] = timeouts
+    sample.write_json("ai/agents/registry.json", {"agents": [agent]})
+
+
+def fake_env(mode: str, log: Path, **extra: str) -> dict[str, str]:
+    return {
+        "PATH": f"{FAKES}:{os.environ['PATH']}",
+        "FAKE_CLAUDE_MODE": mode,
+        "FAKE_CLAUDE_LOG": str(log),
+        "ANTHROPIC_API_KEY": "sk-test",
+        **extra,
+    }
+
+
+def calls(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [orjson.loads(line) for line in log.read_bytes().splitlines()]
+
+
+def failures(sample: Sample) -> list[dict[str, Any]]:
+    return [e["details"] for e in sample.events() if e["event"] == "subagent_failed"]
+
+
+def answer_line(sample: Sample, mode: str, n: int = 0) -> dict[str, Any]:
+    """The shim's one output line for the n-th call, as harness kept it in the exchange.
+
+    harness redacts the values of allowlisted variables from what it stores, and the mode
+    names (`denied`, `max_turns`) are such values: put them back to read the line as sent.
+    """
+    invoked = [e for e in sample.events() if e["event"] == "subagent_invoked"]
+    folder = sample.root / "ai/exchanges/demo" / invoked[n]["details"]["call_id"]
+    text = (folder / "stdout.ndjson").read_text().replace("[REDACTED]", mode)
+    line: dict[str, Any] = orjson.loads(text)
+    return line
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    return tmp_path / "claude-calls.ndjson"  # outside the repository on purpose
+
+
+@pytest.fixture
+def claude(sample: Sample) -> Sample:
+    use_claude(sample)
+    sample.write_plan([subtask("T1")])
+    return sample
+
+
+# -- success ----------------------------------------------------------------------------------
+
+
+def test_ok_commits_the_diff_the_shim_computed_from_the_sandbox(claude: Sample, log: Path) -> None:
+    base = claude.head()
+    res = claude.cli("next", "demo", env=fake_env("ok", log))
+    assert res.returncode == 0, res.stderr
+    assert claude.names()[-1] == "step_completed"
+    applied = next(e for e in claude.events() if e["event"] == "subagent_diffs_applied")
+    diff = claude.git("diff", base, applied["details"]["commit"], "--", "src/calc.py")
+    assert diff.endswith("     return a + b\n+VALUE = 1\n")
+    line = answer_line(claude, "ok")
+    assert line["status"] == "ok" and line["agent_id"] == "claude"
+    assert line["result"]["diffs"][0]["patch"].endswith(calc_patch().split("\n", 2)[2])
+    metrics = line["result"]["metrics"]
+    assert metrics == {
+        "model_metric": 1,
+        "turns": 3,
+        "cost_usd": 0.0123,
+        "session_id": "fake-session",
+        "tokens": 120,
+    }
+    assert "Goal of T1" in line["result"]["prompt"]
+    assert line["result"]["artifacts"][0]["name"] == "summary.md"
+
+
+def test_flags_and_prompt_on_stdin(claude: Sample, log: Path) -> None:
+    assert claude.cli("next", "demo", env=fake_env("ok", log)).returncode == 0
+    (call,) = calls(log)
+    argv = call["argv"]
+    assert argv[:3] == ["-p", "--output-format", "json"]
+    assert "Goal of T1" in call["stdin"]
+    assert not any("Goal of T1" in arg for arg in argv)  # the task never travels in argv
+    schema = orjson.loads(argv[argv.index("--json-schema") + 1])
+    assert set(schema["properties"]) == {"plan", "risks", "notes", "metrics", "artifacts"}
+    assert argv[argv.index("--permission-mode") + 1] == "acceptEdits"
+    assert argv[argv.index("--allowedTools") + 1] == "Read,Grep,Glob,Edit,Write"
+    assert "Bash" not in " ".join(argv)
+    assert "--no-session-persistence" in argv and "--append-system-prompt" in argv
+    assert argv[argv.index("--add-dir") + 1] == call["cwd"]  # the sandbox, not the repo
+    assert Path(call["cwd"]).name.startswith("sandbox-")  # a throw-away copy, not the tree
+
+
+def test_read_only_role_runs_in_plan_mode_without_edit_tools(claude: Sample, log: Path) -> None:
+    claude.write_plan([subtask("T1", write_scope="none")])
+    claude.cli("next", "demo", env=fake_env("denied", log))
+    (call,) = calls(log)
+    argv = call["argv"]
+    assert argv[argv.index("--permission-mode") + 1] == "plan"
+    assert argv[argv.index("--allowedTools") + 1] == "Read,Grep,Glob"
+
+
+def test_verbose_array_takes_the_last_result(claude: Sample, log: Path) -> None:
+    res = claude.cli("next", "demo", env=fake_env("verbose", log))
+    assert res.returncode == 0, res.stderr
+    assert claude.names()[-1] == "step_completed"
+
+
+def test_json_answer_in_the_result_text_is_accepted(claude: Sample, log: Path) -> None:
+    res = claude.cli("next", "demo", env=fake_env("text_json", log))
+    assert res.returncode == 0, res.stderr
+    assert answer_line(claude, "text_json")["result"]["notes"] == ["fake claude was here"]
+
+
+def test_stdout_over_64_kib_is_parsed(claude: Sample, log: Path) -> None:
+    res = claude.cli("next", "demo", env=fake_env("big", log))
+    assert res.returncode == 0, res.stderr
+    assert claude.names()[-1] == "step_completed"
+
+
+def test_permission_denials_become_risks(claude: Sample, log: Path) -> None:
+    claude.write_plan([subtask("T1", write_scope="none")])
+    res = claude.cli("next", "demo", env=fake_env("denied", log))
+    assert res.returncode == 0, res.stderr
+    line = answer_line(claude, "denied")
+    assert line["status"] == "ok"
+    assert "permission denied: Bash" in line["result"]["risks"]
+
+
+# -- failures ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["api_error", "rate_limit"])
+def test_transient_api_errors_are_retryable_and_retried(
+    claude: Sample, log: Path, mode: str
+) -> None:
+    res = claude.cli("next", "demo", env=fake_env(mode, log))
+    assert res.returncode == 1  # the retry fails the same way, so the step blocks
+    assert [f["kind"] for f in failures(claude)] == ["retryable", "retryable"]
+    assert "subagent_retried" in claude.names()
+    assert claude.names()[-1] == "blocker_encountered"
+    assert len(calls(log)) == 2
+
+
+@pytest.mark.parametrize(
+    ("mode", "words"),
+    [
+        ("auth", "authentication_failed"),
+        ("max_turns", "error_max_turns"),
+        ("garbage", "fell over"),
+        ("no_answer", "no structured answer"),
+    ],
+)
+def test_hard_errors_block_without_retry(claude: Sample, log: Path, mode: str, words: str) -> None:
+    res = claude.cli("next", "demo", env=fake_env(mode, log))
+    assert res.returncode == 1
+    assert [f["kind"] for f in failures(claude)] == ["hard"]
+    assert "subagent_retried" not in claude.names()
+    assert claude.names()[-1] == "blocker_encountered"
+    assert words in answer_line(claude, mode)["error"]["message"]
+    assert len(calls(log)) == 1
+
+
+def test_hang_is_a_retryable_timeout_and_leaves_no_process(sample: Sample, log: Path) -> None:
+    use_claude(sample, timeouts={"soft_s": 1, "hard_s": 2})
+    sample.write_plan([subtask("T1")])
+    res = sample.cli("next", "demo", env=fake_env("hang", log), timeout=60)
+    assert res.returncode == 1
+    kinds = [f["kind"] for f in failures(sample)]
+    assert len(kinds) == 2 and set(kinds) <= {"timeout", "retryable"}
+    assert "subagent_retried" in sample.names()
+    left = subprocess.run(["pgrep", "-f", str(FAKES / "claude")], capture_output=True, text=True)
+    for pid in left.stdout.split():  # don't let a failure here leave sleepers behind
+        subprocess.run(["kill", "-9", pid], check=False)
+    assert left.stdout == "", left.stdout
+
+
+# -- missing CLI, secrets, bad envelopes ------------------------------------------------------
+
+
+def test_missing_claude_is_found_before_any_call(claude: Sample, log: Path, tmp_path: Path) -> None:
+    # A PATH with python and git but no claude.
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("git", "sh", "env", "python3"):
+        found = subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip()
+        if found:
+            (bare / tool).symlink_to(found)
+    env = fake_env("ok", log) | {"PATH": str(bare)}
+    check = claude.cli("registry", "check", env=env)
+    assert check.returncode == 1
+    assert "claude" in check.stdout + check.stderr
+    res = claude.cli("next", "demo", env=env)
+    assert res.returncode == 1 and "not found on PATH" in res.stderr
+    assert "subagent_invoked" not in claude.names()
+    assert calls(log) == []
+
+
+def test_canary_secret_never_reaches_the_cli_or_the_record(claude: Sample, log: Path) -> None:
+    env = fake_env("ok", log, CANARY_SECRET="s3cr3t")
+    assert claude.cli("next", "demo", env=env).returncode == 0
+    (call,) = calls(log)
+    assert "CANARY_SECRET" not in call["env"]
+    assert call["env"]["ANTHROPIC_API_KEY"] == "sk-test"  # allowlisted names do pass
+    for path in (claude.root / "ai").rglob("*"):
+        if path.is_file():
+            assert b"s3cr3t" not in path.read_bytes(), path
+
+
+def test_invalid_envelope_is_one_hard_error_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.workers.claude"],
+        input=b'{"not": "an envelope"}\n',
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1
+    line = orjson.loads(lines[0])
+    assert line["status"] == "error" and line["error"]["kind"] == "hard"
+    assert line["agent_id"] == "claude"
+
+
+def test_version_names_the_cli(log: Path) -> None:
+    env = {**os.environ, "PATH": f"{FAKES}:{os.environ['PATH']}", "HARNESS_PYTHON": sys.executable}
+    done = subprocess.run(
+        [str(LAUNCHER), "--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0
+    assert done.stdout.startswith("claude-cli 0.1.0 (claude 2.1.330 (Claude Code))")

@@ -190,6 +190,7 @@ def run(where: Path | None, cli: Callable[[list[str]], int]) -> int:
     print("\ncommits:")
     git = repo.Repo(root)
     print(git.git("log", "--format=%h %s", "main").rstrip())
+    git.close()
     print(f"\nlog: {Layout(root).log('demo')}")
     print(f"exchanges: {Layout(root).exchanges('demo')}\n")
     cli(["status", "demo", "--repo", str(root)])

@@ -35,6 +35,10 @@ class Repo:
         self.root = root
         self.repo = git.Repo(root)
 
+    def close(self) -> None:
+        """Stop GitPython's helper processes (cat-file); a long-lived caller must."""
+        self.repo.close()
+
     def git(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
         """Run git; a failure is a HarnessError carrying git's last line of complaint."""
         code, out, err = self.try_git(*args, cwd=cwd, env=env)
@@ -230,14 +234,14 @@ class Repo:
         return made
 
 
-def create(root: Path, branch: str, message: str, who: tuple[str, str], ts: str) -> Repo:
+def create(root: Path, branch: str, message: str, who: tuple[str, str], ts: str) -> None:
     """A new repository whose first commit holds every file under `root` (the demo's)."""
-    git.Repo.init(root, initial_branch=branch)
+    git.Repo.init(root, initial_branch=branch).close()
     made = Repo(root)
     made.git("add", "-A")
     tree = made.git("write-tree").strip()
     made.git("update-ref", f"refs/heads/{branch}", made.commit(tree, None, message, who, ts))
-    return made
+    made.close()
 
 
 def trailers(message: str) -> dict[str, str]:

@@ -1,0 +1,251 @@
+"""The Codex worker: `codex exec` in a sandbox, its JSONL events turned into one answer line.
+
+The prompt goes on stdin (`-` as the prompt argument), never argv, where `ps` and logs would
+show it. The final answer is forced into shape with --output-schema, and the diffs are
+computed by the shared shim from the sandbox, never taken from the model.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from harness import __version__
+from harness.workers import shim
+
+# --output-schema is strict: every property required, additionalProperties false, and no
+# object with free keys. So `metrics` travels as a list of {name, value} pairs that the shim
+# folds back into the object the harness expects; this keeps metric names open (coverage_delta
+# and friends) without asking the model to hand-escape JSON inside a string.
+# Optional fields become required-but-nullable (`why`, `type`) for the same reason.
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["plan", "risks", "notes", "metrics", "artifacts"],
+    "properties": {
+        "plan": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["step", "why"],
+                "properties": {"step": {"type": "string"}, "why": {"type": ["string", "null"]}},
+            },
+        },
+        "risks": {"type": "array", "items": {"type": "string"}},
+        "notes": {"type": "array", "items": {"type": "string"}},
+        "metrics": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "value"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "value": {"type": ["number", "string", "boolean", "null"]},
+                },
+            },
+        },
+        "artifacts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "type", "content"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "type": {"type": ["string", "null"]},
+                    "content": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+# Told to the model because the rendered prompt describes metrics as an object.
+SCHEMA_NOTE = (
+    "\nGive metrics as a list of {name, value} pairs; use null for an absent why or type.\n"
+)
+
+# Failures no retry fixes; checked first because codex words an auth failure after retries as
+# "exceeded retry limit, last status: 401 Unauthorized".
+HARD_TEXT = re.compile(
+    r"\b40[13]\b|unauthori[sz]ed|forbidden|invalid.api.key|not (?:inside )?a (?:trusted|git)"
+    r"|unknown model|model .*(?:does not exist|not found|not supported)",
+    re.I,
+)
+# Failures the next call may well not meet: rate limits, dropped streams, a quota that resets.
+RETRYABLE_TEXT = re.compile(
+    r"\b429\b|too many requests|stream disconnected|exceeded retry limit"
+    r"|usage limit.*try again|\b50[023]\b|overloaded",
+    re.I | re.S,
+)
+
+TAIL = 500
+
+
+def version() -> str:
+    return shim.cli_version("codex", f"codex-cli {__version__}")
+
+
+def command(env: shim.Envelope, box: shim.Sandbox, schema: Path, last: Path) -> list[str]:
+    """The `codex exec` invocation; `-` makes it read the prompt from stdin."""
+    return [
+        "codex",
+        "exec",
+        "--json",
+        "--skip-git-repo-check",  # the sandbox is a git repo, but its trust is not configured
+        "--ephemeral",  # no session files left in CODEX_HOME for a throw-away sandbox
+        "-s",
+        # codex's own sandbox backs up the harness's: a read-only role cannot write at all.
+        "workspace-write" if env.writable else "read-only",
+        "-C",
+        str(box.root),
+        "--output-schema",
+        str(schema),
+        "-o",
+        str(last),
+        "-",
+    ]
+
+
+def work(env: shim.Envelope, box: shim.Sandbox) -> dict[str, Any]:
+    brief = shim.role_brief(str(env.payload["role"]), Path.cwd())
+    prompt = shim.render(env, brief) + SCHEMA_NOTE
+    # Outside the sandbox, so neither file shows up in the diffs.
+    side = Path(tempfile.mkdtemp(prefix="codex-", dir=box.root.parent))
+    try:
+        schema, last = side / "schema.json", side / "last-message.json"
+        schema.write_bytes(orjson.dumps(ANSWER_SCHEMA))
+        ran = shim.run_cli(command(env, box, schema, last), env, box, prompt)
+        events = parse_events(ran.stdout)
+        check(ran, events)
+        text = final_text(events, last)
+    finally:
+        shutil.rmtree(side, ignore_errors=True)
+    answer = answer_of(text)
+    answer["metrics"] = {**answer.get("metrics", {}), **_metrics(events)}
+    answer["prompt"] = prompt
+    return answer
+
+
+def parse_events(stdout: bytes) -> list[dict[str, Any]]:
+    """The JSONL events; a line that is not a JSON object (a stray log line) is skipped."""
+    events = []
+    for line in stdout.splitlines():
+        try:
+            doc = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(doc, dict):
+            events.append(doc)
+    return events
+
+
+def check(ran: shim.Ran, events: list[dict[str, Any]]) -> None:
+    """Raise the error a failed run stands for.
+
+    `error` events also report transient reconnects during a turn that then succeeds, so they
+    only count when the run failed: a non-zero exit or a `turn.failed`.
+    """
+    failed = [e for e in events if e.get("type") == "turn.failed"]
+    if ran.code == 0 and not failed:
+        return
+    messages = [_message(e) for e in events if e.get("type") in ("turn.failed", "error")]
+    words = "; ".join(m for m in messages if m)
+    if not words:
+        tail = ran.stderr.decode("utf-8", "replace").strip()[-TAIL:]
+        raise shim.ShimError(f"codex exited {ran.code}: {tail or 'no detail'}", "hard")
+    message = f"codex exited {ran.code}: {words}"[:2000]
+    if HARD_TEXT.search(words):
+        raise shim.ShimError(message, "hard")
+    if RETRYABLE_TEXT.search(words):
+        raise shim.ShimError(message, "retryable")
+    raise shim.ShimError(message, "hard")
+
+
+def final_text(events: list[dict[str, Any]], last: Path) -> str:
+    """The last agent_message of the run, else what codex wrote to the -o file."""
+    for event in reversed(events):
+        item = event.get("item")
+        if (
+            event.get("type") == "item.completed"
+            and isinstance(item, dict)
+            and item.get("type") == "agent_message"
+            and isinstance(item.get("text"), str)
+        ):
+            return str(item["text"])
+    if last.is_file():
+        return last.read_text("utf-8", "replace")
+    raise shim.ShimError("codex gave no final message")
+
+
+def answer_of(text: str) -> dict[str, Any]:
+    """The schema-shaped final message, back in the shape of the worker-output schema."""
+    try:
+        doc = orjson.loads(text.strip())
+    except orjson.JSONDecodeError:
+        raise shim.ShimError("codex's final message is not JSON") from None
+    answer = shim.structured(doc)
+    if isinstance(answer.get("metrics"), list):
+        answer["metrics"] = {
+            str(m["name"]): m.get("value")
+            for m in answer["metrics"]
+            if isinstance(m, dict) and "name" in m
+        }
+    elif not isinstance(answer.get("metrics"), dict):
+        answer.pop("metrics", None)
+    # Drop the nulls the strict schema made the model write; the output schema wants strings.
+    for key, fields in (("plan", ("why",)), ("artifacts", ("type",))):
+        items = answer.get(key)
+        if isinstance(items, list):
+            answer[key] = [
+                {k: v for k, v in i.items() if not (k in fields and v is None)}
+                if isinstance(i, dict)
+                else i
+                for i in items
+            ]
+    return answer
+
+
+def _message(event: dict[str, Any]) -> str:
+    err = event.get("error")
+    if isinstance(err, dict) and err.get("message") is not None:
+        return str(err["message"])
+    if event.get("message") is not None:
+        return str(event["message"])
+    return ""
+
+
+def _metrics(events: list[dict[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for event in events:
+        if event.get("type") == "thread.started" and event.get("thread_id") is not None:
+            found["session_id"] = str(event["thread_id"])
+    # One turn per exec call as a rule, but sum in case codex ever reports several.
+    total = 0
+    seen = False
+    for event in events:
+        usage = event.get("usage")
+        if event.get("type") == "turn.completed" and isinstance(usage, dict):
+            for key in ("input_tokens", "output_tokens"):
+                if isinstance(usage.get(key), int):
+                    total += usage[key]
+                    seen = True
+    if seen:
+        found["tokens"] = total
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    return shim.main("codex", work, version, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The Gemini worker: `gemini` in headless JSON mode in a sandbox, turned into one answer line.
+
+The prompt goes on stdin, never argv, where `ps` and logs would show it. Gemini reads a
+non-TTY stdin and appends the `-p` text after it, so `-p` carries only a fixed, harmless
+nudge: a non-empty `-p` is what makes the run headless whatever the stdin, and an empty value
+is something an argument parser may refuse. Gemini has no output-schema flag, so the answer
+is the JSON object in the `response` text; the diffs are computed by the shared shim from
+the sandbox, never taken from the model.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from harness import __version__
+from harness.workers import shim
+
+NUDGE = "Carry out the task above and finish with the JSON object it asks for."
+
+# Exit codes gemini documents for failures no retry fixes: auth, bad input, sandbox, config,
+# turn limit, fatal tool error, untrusted workspace.
+HARD_CODES = {
+    41: "authentication failed",
+    42: "bad input",
+    44: "sandbox error",
+    52: "configuration error",
+    53: "turn limit reached",
+    54: "fatal tool error",
+    55: "untrusted workspace",
+}
+# On the general exit code 1, these words mean a limit or an overload the next call may not
+# meet; anything else on exit 1 is hard.
+RETRYABLE_TEXT = re.compile(
+    r"\b429\b|quota|resource.?exhausted|rate.?limit|overloaded|too many requests"
+    r"|\b50[03]\b|unavailable",
+    re.I,
+)
+_STDERR_ERROR = re.compile(r"^\[ERROR\]\s*(\{.*\})\s*$", re.M)
+
+TAIL = 500
+
+
+def version() -> str:
+    return shim.cli_version("gemini", f"gemini-cli {__version__}")
+
+
+def command(env: shim.Envelope) -> list[str]:
+    """The `gemini` invocation; the prompt itself is not part of it."""
+    return [
+        "gemini",
+        "-p",
+        NUDGE,
+        "--output-format",
+        "json",
+        # plan mode keeps a read-only role from editing even if the model tries.
+        "--approval-mode",
+        "auto_edit" if env.writable else "plan",
+        # The sandbox is a fresh directory gemini has never seen; without this it refuses
+        # to work there (exit 55).
+        "--skip-trust",
+    ]
+
+
+def work(env: shim.Envelope, box: shim.Sandbox) -> dict[str, Any]:
+    brief = shim.role_brief(str(env.payload["role"]), Path.cwd())
+    prompt = shim.render(env, brief)
+    ran = shim.run_cli(command(env), env, box, prompt)
+    doc = output_of(ran)
+    check(ran, doc)
+    text = doc.get("response")
+    if not isinstance(text, str):
+        raise shim.ShimError("gemini gave no response text")
+    found = json_in(text)
+    if found is None:
+        raise shim.ShimError("gemini's response holds no JSON object")
+    answer = shim.structured(found)
+    if not isinstance(answer.get("metrics", {}), dict):
+        answer.pop("metrics")  # a model's stray list here would fail the whole answer
+    answer["metrics"] = {**answer.get("metrics", {}), **_metrics(doc)}
+    answer["prompt"] = prompt
+    return answer
+
+
+def output_of(ran: shim.Ran) -> dict[str, Any]:
+    """The JSON object on stdout, else the `[ERROR] {...}` object a fatal error puts on stderr."""
+    text = ran.stdout.strip()
+    if text:
+        try:
+            doc = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            doc = None
+        if isinstance(doc, dict):
+            return doc
+    found = _STDERR_ERROR.findall(ran.stderr.decode("utf-8", "replace"))
+    for chunk in reversed(found):
+        try:
+            err = orjson.loads(chunk)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(err, dict):
+            return {"error": err}
+    if ran.code != 0:
+        return {}  # check() words the failure from the exit code and stderr
+    raise shim.ShimError(f"gemini printed no JSON (exit {ran.code}){_stderr_tail(ran)}")
+
+
+def check(ran: shim.Ran, doc: dict[str, Any]) -> None:
+    """Raise the error the run stands for: by exit code first, then by the error's words."""
+    err = doc.get("error")
+    if ran.code == 0 and not err:
+        return
+    words = _error_text(err) or _stderr_tail(ran).removeprefix(": ")
+    message = f"gemini exited {ran.code}: {words or 'no detail'}"[:2000]
+    code: Any = err.get("code") if isinstance(err, dict) else None
+    if ran.code in HARD_CODES or code in HARD_CODES:
+        key = ran.code if ran.code in HARD_CODES else code
+        raise shim.ShimError(f"{message} ({HARD_CODES[key]})", "hard")
+    if ran.code in (0, 1) and (code == 429 or RETRYABLE_TEXT.search(words)):
+        raise shim.ShimError(message, "retryable")
+    raise shim.ShimError(message, "hard")
+
+
+def json_in(text: str) -> dict[str, Any] | None:
+    """The last ```json block that is an object, else the whole text as one object."""
+    # The last block is the final answer when the model shows examples or thinks aloud first.
+    candidates = [*re.findall(r"```(?:json)?[ \t]*\n(.*?)```", text, re.S)[::-1], text]
+    for chunk in candidates:
+        try:
+            doc = orjson.loads(chunk.strip())
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(doc, dict):
+            return doc
+    return None
+
+
+def _error_text(err: object) -> str:
+    if isinstance(err, dict):
+        parts = [str(err[k]) for k in ("type", "message", "code") if err.get(k) is not None]
+        return " ".join(parts)
+    return "" if err is None else str(err)
+
+
+def _metrics(doc: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    if doc.get("session_id") is not None:
+        found["session_id"] = str(doc["session_id"])
+    stats = doc.get("stats")
+    models = stats.get("models") if isinstance(stats, dict) else None
+    if isinstance(models, dict):
+        # stats.models.<name>.tokens.{prompt, candidates, total, ...}: prompt + candidates is
+        # what was read and written, comparable to the other shims' input + output.
+        total, seen = 0, False
+        for model in models.values():
+            tokens = model.get("tokens") if isinstance(model, dict) else None
+            if isinstance(tokens, dict):
+                for key in ("prompt", "candidates"):
+                    if isinstance(tokens.get(key), int):
+                        total += tokens[key]
+                        seen = True
+        if seen:
+            found["tokens"] = total
+    return found
+
+
+def _stderr_tail(ran: shim.Ran) -> str:
+    tail = ran.stderr.decode("utf-8", "replace").strip()[-TAIL:]
+    return f": {tail}" if tail else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    return shim.main("gemini", work, version, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""The Codex and Gemini shims end to end: the real harness CLI, the real shims, fake CLIs.
+
+The fakes in tests/fakes act out the CLIs' success and failure formats; each logs its argv,
+whether the prompt came on stdin, and the names in its environment.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from harness.workers import codex, gemini, shim
+from tests.conftest import Sample, subtask
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKES = ROOT / "tests" / "fakes"
+CANARY = "canary-value-that-must-stay-home"
+
+
+def use_agent(sample: Sample, name: str, timeouts: dict[str, float] | None = None) -> None:
+    """Route localized-impl to the shim `name`, which may see only its fake's variables."""
+    prefix = f"FAKE_{name.upper()}_"
+    agent: dict[str, Any] = {
+        "id": name,
+        "cmd": str(ROOT / "agents" / f"{name}-cli"),
+        "version": ">=0.1",
+        "capabilities": ["localized-impl"],
+        "env": [prefix + "MODE", prefix + "LOG", prefix + "LINE"],
+    }
+    if timeouts is not None:
+        agent["timeouts"] = timeouts
+    sample.write_json("ai/agents/registry.json", {"agents": [agent]})
+
+
+def run(
+    sample: Sample, name: str, mode: str, log: Path, **sub: Any
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Run a one-subtask plan through harness; the event names and the fake's log entries."""
+    sample.write_plan([subtask("T1", **sub)])
+    prefix = f"FAKE_{name.upper()}_"
+    env = {
+        "PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}",
+        prefix + "MODE": mode,
+        prefix + "LOG": str(log),
+        "CANARY_SECRET": CANARY,
+    }
+    sample.cli("run", "demo", env=env)
+    calls = [orjson.loads(line) for line in log.read_bytes().splitlines()] if log.exists() else []
+    return sample.names(), calls
+
+
+def failures(sample: Sample) -> list[dict[str, Any]]:
+    return [ev for ev in sample.events() if ev["event"] == "subagent_failed"]
+
+
+def assert_clean_calls(calls: list[dict[str, Any]]) -> None:
+    """The prompt came on stdin only, and the caller's canary never reached the CLI."""
+    assert calls, "the fake CLI was never called"
+    for call in calls:
+        assert call["stdin_prompt"] is True
+        assert not any("# Task" in arg or "Goal of T1" in arg for arg in call["argv"])
+        assert "CANARY_SECRET" not in call["env"]
+        assert CANARY not in orjson.dumps(call).decode()
+
+
+def recorded_prompt(sample: Sample) -> str:
+    """The prompt as the shim reported it, from the recorded exchange of the call."""
+    found = []
+    for path in (sample.root / "ai").rglob("stdout.ndjson"):
+        for line in path.read_bytes().splitlines():
+            doc = orjson.loads(line)
+            if doc.get("status") == "ok":
+                found.append(doc["result"].get("prompt", ""))
+    assert found, "no successful answer was recorded"
+    return str(found[-1])
+
+
+# -- success ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["codex", "gemini"])
+def test_ok_commits_the_fakes_edit(sample: Sample, tmp_path: Path, name: str) -> None:
+    use_agent(sample, name)
+    before = sample.head()
+    names, calls = run(sample, name, "ok", tmp_path / "log")
+    assert "step_completed" in names, names
+    assert sample.head() != before
+    assert "VALUE = 1" in sample.git("show", "HEAD:src/calc.py")
+    assert sample.status_outside_ai() == ""
+    assert_clean_calls(calls)
+    prompt = recorded_prompt(sample)
+    assert "Goal of T1" in prompt
+    answer = next(
+        orjson.loads(line)
+        for path in (sample.root / "ai").rglob("stdout.ndjson")
+        for line in path.read_bytes().splitlines()
+    )
+    metrics = answer["result"]["metrics"]
+    assert metrics["tokens"] == 120 and metrics["session_id"]
+    assert metrics["files_touched"] == 1
+    assert [d["file"] for d in answer["result"]["diffs"]] == ["src/calc.py"]
+
+
+def test_codex_sandbox_follows_the_write_token(sample: Sample, tmp_path: Path) -> None:
+    use_agent(sample, "codex")
+    _, calls = run(sample, "codex", "ok", tmp_path / "log")
+    argv = calls[-1]["argv"]
+    assert argv[argv.index("-s") + 1] == "workspace-write"
+    assert argv[-1] == "-"
+
+
+def test_codex_without_a_token_is_read_only(sample: Sample, tmp_path: Path) -> None:
+    use_agent(sample, "codex")
+    # No token covers lib/**, so the call goes out with write_scope none.
+    _, calls = run(sample, "codex", "ok", tmp_path / "log", write_scope="lib/**")
+    argv = calls[-1]["argv"]
+    assert argv[argv.index("-s") + 1] == "read-only"
+    invoked = next(e for e in sample.events() if e["event"] == "subagent_invoked")
+    assert invoked["details"]["token"] is None
+    assert "VALUE" not in sample.git("show", "HEAD:src/calc.py")
+    assert_clean_calls(calls)
+
+
+def test_gemini_without_a_token_plans(sample: Sample, tmp_path: Path) -> None:
+    use_agent(sample, "gemini")
+    _, calls = run(sample, "gemini", "ok", tmp_path / "log", write_scope="lib/**")
+    argv = calls[-1]["argv"]
+    assert argv[argv.index("--approval-mode") + 1] == "plan"
+
+
+# -- failures ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [("codex", "rate_limit"), ("codex", "quota"), ("gemini", "quota")],
+)
+def test_limits_are_retried(sample: Sample, tmp_path: Path, name: str, mode: str) -> None:
+    use_agent(sample, name)
+    names, calls = run(sample, name, mode, tmp_path / "log")
+    assert "subagent_retried" in names, names
+    assert [f["details"]["kind"] for f in failures(sample)] == ["retryable", "retryable"]
+    assert len(calls) == 2
+    assert_clean_calls(calls)
+
+
+@pytest.mark.parametrize(
+    ("name", "mode", "words"),
+    [
+        ("codex", "auth", "401"),
+        ("gemini", "untrusted", "not trusted"),
+        ("gemini", "stderr_error", "FatalAuthenticationError"),
+    ],
+)
+def test_hard_failures_block(
+    sample: Sample, tmp_path: Path, name: str, mode: str, words: str
+) -> None:
+    use_agent(sample, name)
+    names, calls = run(sample, name, mode, tmp_path / "log")
+    assert "subagent_retried" not in names
+    assert names[-1] == "blocker_encountered", names
+    [failed] = failures(sample)
+    assert failed["details"]["kind"] == "hard"
+    assert words in str(failed.get("error"))
+    assert len(calls) == 1
+    assert_clean_calls(calls)
+
+
+@pytest.mark.parametrize("name", ["codex", "gemini"])
+def test_hang_times_out_and_leaves_nothing(sample: Sample, tmp_path: Path, name: str) -> None:
+    use_agent(sample, name, {"soft_s": 1, "hard_s": 2})
+    names, calls = run(sample, name, "hang", tmp_path / "log")
+    # A timeout is retried once, then blocks.
+    assert [f["details"]["kind"] for f in failures(sample)] == ["timeout", "timeout"]
+    assert "subagent_retried" in names and names[-1] == "blocker_encountered", names
+    assert len(calls) == 2
+    deadline = time.monotonic() + 5
+    alive = [c["pid"] for c in calls]
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in alive if _running(pid)]
+        time.sleep(0.1)
+    assert alive == [], "a fake CLI outlived its shim"
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+# -- classification, without a harness run ----------------------------------------------------
+
+
+def _ran(code: int, stdout: bytes = b"", stderr: bytes = b"") -> shim.Ran:
+    return shim.Ran(code, stdout, stderr)
+
+
+def _kind(fn: Any, *args: Any) -> str | None:
+    try:
+        fn(*args)
+    except shim.ShimError as exc:
+        return exc.kind
+    return None
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        ("exceeded retry limit, last status: 429 Too Many Requests", "retryable"),
+        ("stream disconnected before completion", "retryable"),
+        ("You've hit your usage limit. Try again at 3pm.", "retryable"),
+        ("exceeded retry limit, last status: 401 Unauthorized", "hard"),
+        ("The model `gpt-9` does not exist", "hard"),
+        ("Not inside a trusted directory and --skip-git-repo-check was not specified.", "hard"),
+        ("something odd", "hard"),
+    ],
+)
+def test_codex_classifies_failed_turns(message: str, kind: str) -> None:
+    events = [{"type": "turn.failed", "error": {"message": message}}]
+    assert _kind(codex.check, _ran(1), events) == kind
+
+
+def test_codex_exit_without_events_is_hard_with_the_stderr_tail() -> None:
+    with pytest.raises(shim.ShimError) as caught:
+        codex.check(_ran(1, stderr=b"boom: config.toml is broken\n"), [])
+    assert caught.value.kind == "hard" and "config.toml is broken" in str(caught.value)
+
+
+def test_codex_reconnect_notices_do_not_fail_a_good_run() -> None:
+    events = [{"type": "error", "message": "Reconnecting... 1/5 (stream disconnected)"}]
+    assert _kind(codex.check, _ran(0), events) is None
+
+
+def test_codex_answer_folds_metrics_and_drops_nulls() -> None:
+    text = orjson.dumps(
+        {
+            "plan": [{"step": "s", "why": None}],
+            "risks": [],
+            "notes": [],
+            "metrics": [{"name": "coverage_delta", "value": 0.5}],
+            "artifacts": [{"name": "a.txt", "type": None, "content": "x"}],
+        }
+    ).decode()
+    answer = codex.answer_of(text)
+    assert answer["plan"] == [{"step": "s"}]
+    assert answer["metrics"] == {"coverage_delta": 0.5}
+    assert answer["artifacts"] == [{"name": "a.txt", "content": "x"}]
+
+
+@pytest.mark.parametrize(
+    ("code", "stdout", "stderr", "kind"),
+    [
+        (
+            1,
+            {"error": {"type": "Error", "message": "model is overloaded", "code": 503}},
+            "",
+            "retryable",
+        ),
+        (
+            1,
+            {"error": {"type": "Error", "message": "Quota exceeded", "code": 429}},
+            "",
+            "retryable",
+        ),
+        (1, {"error": {"type": "Error", "message": "bad request", "code": 400}}, "", "hard"),
+        (42, None, "", "hard"),
+        (44, None, "sandbox failed", "hard"),
+        (52, None, "", "hard"),
+        (53, None, "", "hard"),
+        (1, None, '[ERROR] {"type":"X","message":"RESOURCE_EXHAUSTED","code":429}', "retryable"),
+        (1, None, "", "hard"),
+        (0, {"response": "ok"}, "", None),
+    ],
+)
+def test_gemini_classifies_by_exit_code_then_words(
+    code: int, stdout: dict[str, Any] | None, stderr: str, kind: str | None
+) -> None:
+    ran = _ran(code, orjson.dumps(stdout) if stdout else b"", stderr.encode())
+    assert _kind(lambda: gemini.check(ran, gemini.output_of(ran))) == kind
+
+
+def test_gemini_prompt_is_never_in_argv() -> None:
+    argv = gemini.command(_envelope_stub())
+    assert gemini.NUDGE in argv and not any("Goal" in a for a in argv)
+
+
+def _envelope_stub() -> shim.Envelope:
+    return shim.Envelope({}, {"payload": {"write_scope": "none"}})

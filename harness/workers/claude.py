@@ -121,12 +121,12 @@ def result_message(ran: shim.Ran) -> dict[str, Any]:
     """The `type: result` object from stdout: one object, or the last of a --verbose array."""
     text = ran.stdout.strip()
     if not text:
-        raise shim.ShimError(f"claude printed nothing (exit {ran.code}){_stderr_tail(ran)}")
+        raise shim.ShimError(f"claude printed nothing (exit {ran.code}){ran.stderr_tail(TAIL)}")
     try:
         doc = orjson.loads(text)
     except orjson.JSONDecodeError:
         raise shim.ShimError(
-            f"claude printed no JSON (exit {ran.code}){_stderr_tail(ran)}"
+            f"claude printed no JSON (exit {ran.code}){ran.stderr_tail(TAIL)}"
         ) from None
     if isinstance(doc, list):
         results = [m for m in doc if isinstance(m, dict) and m.get("type") == "result"]
@@ -209,11 +209,6 @@ def _metrics(final: dict[str, Any]) -> dict[str, Any]:
         if any(isinstance(c, int) for c in counts):
             found["tokens"] = sum(c for c in counts if isinstance(c, int))
     return found
-
-
-def _stderr_tail(ran: shim.Ran) -> str:
-    tail = ran.stderr.decode("utf-8", "replace").strip()[-TAIL:]
-    return f": {tail}" if tail else ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -106,7 +106,7 @@ def output_of(ran: shim.Ran) -> dict[str, Any]:
             return {"error": err}
     if ran.code != 0:
         return {}  # check() words the failure from the exit code and stderr
-    raise shim.ShimError(f"gemini printed no JSON (exit {ran.code}){_stderr_tail(ran)}")
+    raise shim.ShimError(f"gemini printed no JSON (exit {ran.code}){ran.stderr_tail(TAIL)}")
 
 
 def check(ran: shim.Ran, doc: dict[str, Any]) -> None:
@@ -114,7 +114,7 @@ def check(ran: shim.Ran, doc: dict[str, Any]) -> None:
     err = doc.get("error")
     if ran.code == 0 and not err:
         return
-    words = _error_text(err) or _stderr_tail(ran).removeprefix(": ")
+    words = _error_text(err) or ran.stderr_tail(TAIL).removeprefix(": ")
     message = f"gemini exited {ran.code}: {words or 'no detail'}"[:2000]
     code: Any = err.get("code") if isinstance(err, dict) else None
     if ran.code in HARD_CODES or code in HARD_CODES:
@@ -166,11 +166,6 @@ def _metrics(doc: dict[str, Any]) -> dict[str, Any]:
         if seen:
             found["tokens"] = total
     return found
-
-
-def _stderr_tail(ran: shim.Ran) -> str:
-    tail = ran.stderr.decode("utf-8", "replace").strip()[-TAIL:]
-    return f": {tail}" if tail else ""
 
 
 def main(argv: list[str] | None = None) -> int:

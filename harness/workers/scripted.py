@@ -19,7 +19,8 @@ from typing import Any
 
 import orjson
 
-from harness import __version__, schemas
+from harness import __version__
+from harness.workers.shim import ShimError, read_envelope
 
 RETRY = "constrained-retry"
 
@@ -33,14 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.version:
         print(f"scripted-cli {__version__}")
         return 0
-    lines = sys.stdin.buffer.read().split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
     try:
-        context, prompt = _envelope(lines)
-    except ValueError as exc:
+        envelope = read_envelope(sys.stdin.buffer.read())
+    except ShimError as exc:
         return _error(args.agent_id, "unknown", "1970-01-01T00:00:00Z", str(exc), "hard")
-    task_id, ts = context["task_id"], context["ts"]
+    task_id, ts, prompt = envelope.task_id, envelope.ts, envelope.prompt
     if args.script is None:
         return _error(args.agent_id, task_id, ts, "no --script given", "hard")
     answer = _match(orjson.loads(args.script.read_bytes())["answers"], prompt["payload"])
@@ -48,22 +46,6 @@ def main(argv: list[str] | None = None) -> int:
         sub = prompt["payload"].get("subtask")
         return _error(args.agent_id, task_id, ts, f"unexpected call for {sub}", "hard")
     return _play(answer, args.agent_id, task_id, ts)
-
-
-def _envelope(lines: list[bytes]) -> tuple[dict[str, Any], dict[str, Any]]:
-    if len(lines) != 2:
-        raise ValueError(f"expected two envelope lines, got {len(lines)}")
-    try:
-        context, prompt = orjson.loads(lines[0]), orjson.loads(lines[1])
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"envelope is not JSON: {exc}") from None
-    for name, doc in (("context-envelope", context), ("prompt-envelope", prompt)):
-        problem = schemas.problem(name, doc)
-        if problem is not None:
-            raise ValueError(f"{name}: {problem}")
-    if context["task_id"] != prompt["task_id"]:
-        raise ValueError("context and prompt name different tasks")
-    return context, prompt
 
 
 def _match(answers: list[dict[str, Any]], payload: dict[str, Any]) -> dict[str, Any] | None:

@@ -305,6 +305,11 @@ class Ran:
     stdout: bytes
     stderr: bytes
 
+    def stderr_tail(self, size: int = 500) -> str:
+        """The end of what the CLI said on stderr, as `: <text>`, or "" when it said nothing."""
+        tail = self.stderr.decode("utf-8", "replace").strip()[-size:]
+        return f": {tail}" if tail else ""
+
 
 def run_cli(argv: list[str], env: Envelope, box: Sandbox, prompt: str) -> Ran:
     """The CLI in the sandbox: prompt on stdin then EOF, output to files, group-killed on time.

@@ -158,23 +158,10 @@ def answer_of(final: dict[str, Any]) -> dict[str, Any]:
         return shim.structured(final["structured_output"])
     text = final.get("result")
     if isinstance(text, str):
-        found = _json_in(text)
+        found = shim.json_in(text)
         if found is not None:
             return shim.structured(found)
     raise shim.ShimError("claude gave no structured answer")
-
-
-def _json_in(text: str) -> dict[str, Any] | None:
-    # The last fenced block is the final answer when the model thinks aloud first.
-    candidates = [*re.findall(r"```(?:json)?\s*\n(.*?)```", text, re.S)[::-1], text]
-    for chunk in candidates:
-        try:
-            doc = orjson.loads(chunk.strip())
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(doc, dict):
-            return doc
-    return None
 
 
 def _error_text(final: dict[str, Any]) -> str:

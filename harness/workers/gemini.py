@@ -75,7 +75,7 @@ def work(env: shim.Envelope, box: shim.Sandbox) -> dict[str, Any]:
     text = doc.get("response")
     if not isinstance(text, str):
         raise shim.ShimError("gemini gave no response text")
-    found = json_in(text)
+    found = shim.json_in(text)
     if found is None:
         raise shim.ShimError("gemini's response holds no JSON object")
     answer = shim.structured(found)
@@ -123,20 +123,6 @@ def check(ran: shim.Ran, doc: dict[str, Any]) -> None:
     if ran.code in (0, 1) and (code == 429 or RETRYABLE_TEXT.search(words)):
         raise shim.ShimError(message, "retryable")
     raise shim.ShimError(message, "hard")
-
-
-def json_in(text: str) -> dict[str, Any] | None:
-    """The last ```json block that is an object, else the whole text as one object."""
-    # The last block is the final answer when the model shows examples or thinks aloud first.
-    candidates = [*re.findall(r"```(?:json)?[ \t]*\n(.*?)```", text, re.S)[::-1], text]
-    for chunk in candidates:
-        try:
-            doc = orjson.loads(chunk.strip())
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(doc, dict):
-            return doc
-    return None
 
 
 def _error_text(err: object) -> str:

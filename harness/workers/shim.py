@@ -8,6 +8,7 @@ computes the diffs itself with git, and prints exactly one result line.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import stat
@@ -255,6 +256,20 @@ def _stopped(signum: int, frame: object) -> None:
     # As an exception it unwinds through proc.run, which kills the CLI's whole group, and the
     # shim still prints its one line.
     raise ShimError("stopped by harness (SIGTERM at the soft timeout)", "retryable")
+
+
+def json_in(text: str) -> dict[str, Any] | None:
+    """The last ```json block that is an object, else the whole text as one object."""
+    # The last block is the final answer when the model shows examples or thinks aloud first.
+    candidates = [*re.findall(r"```(?:json)?[ \t]*\n(.*?)```", text, re.S)[::-1], text]
+    for chunk in candidates:
+        try:
+            doc = orjson.loads(chunk.strip())
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(doc, dict):
+            return doc
+    return None
 
 
 def main(

@@ -55,11 +55,14 @@ class Agent:
     env: tuple[str, ...]
     timeouts: dict[str, float] | None
     persona: str | None = None
+    commands: tuple[str, ...] = ()
 
     def argv(self, root: Path) -> list[str]:
-        """How to start it: the command, its args, and its persona file if it has one."""
+        """How to start it: the command, its args, its persona file if it has one, and the
+        shell commands it may run."""
         persona = ["--persona", str(root / self.persona)] if self.persona else []
-        return [str(self.executable(root)), *self.args, *persona]
+        allowed = [arg for c in self.commands for arg in ("--allow-command", c)]
+        return [str(self.executable(root)), *self.args, *persona, *allowed]
 
     def executable(self, root: Path) -> Path:
         path = Path(self.cmd)
@@ -78,6 +81,7 @@ def load(path: Path, root: Path) -> list[Agent]:
             env=tuple(a.get("env", [])),
             timeouts=a.get("timeouts"),
             persona=a.get("persona"),
+            commands=tuple(a.get("commands", [])),
         )
         for a in data["agents"]
     ]

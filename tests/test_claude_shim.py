@@ -18,7 +18,9 @@ FAKES = ROOT / "tests" / "fakes"
 LAUNCHER = ROOT / "agents" / "claude-cli"
 
 
-def use_claude(sample: Sample, timeouts: dict[str, float] | None = None) -> None:
+def use_claude(
+    sample: Sample, timeouts: dict[str, float] | None = None, commands: list[str] | None = None
+) -> None:
     """Route every role to the claude shim, passing the fake's knobs through the allowlist."""
     agent: dict[str, Any] = {
         "id": "claude",
@@ -29,6 +31,8 @@ def use_claude(sample: Sample, timeouts: dict[str, float] | None = None) -> None
     }
     if timeouts is not None:
         agent["timeouts"] = timeouts
+    if commands is not None:
+        agent["commands"] = commands
     sample.write_json("ai/agents/registry.json", {"agents": [agent]})
 
 
@@ -114,10 +118,27 @@ def test_flags_and_prompt_on_stdin(claude: Sample, log: Path) -> None:
     assert set(schema["properties"]) == {"plan", "risks", "notes", "metrics", "artifacts"}
     assert argv[argv.index("--permission-mode") + 1] == "acceptEdits"
     assert argv[argv.index("--allowedTools") + 1] == "Read,Grep,Glob,Edit,Write"
-    assert "Bash" not in " ".join(argv)
+    assert argv[argv.index("--disallowedTools") + 1] == "Bash"  # no shell without an allowlist
+    assert "--settings" not in argv
     assert "--no-session-persistence" in argv and "--append-system-prompt" in argv
     assert argv[argv.index("--add-dir") + 1] == call["cwd"]  # the sandbox, not the repo
     assert Path(call["cwd"]).name.startswith("sandbox-")  # a throw-away copy, not the tree
+
+
+def test_allowed_commands_run_in_claudes_sandbox_without_network(sample: Sample, log: Path) -> None:
+    use_claude(sample, commands=["pytest -q", "ruff check"])
+    sample.write_plan([subtask("T1")])
+    assert sample.cli("next", "demo", env=fake_env("ok", log)).returncode == 0
+    (call,) = calls(log)
+    argv = call["argv"]
+    tools = argv[argv.index("--allowedTools") + 1]
+    assert tools == "Read,Grep,Glob,Edit,Write,Bash(pytest -q:*),Bash(ruff check:*)"
+    assert "--disallowedTools" not in argv
+    sandbox = orjson.loads(argv[argv.index("--settings") + 1])["sandbox"]
+    assert sandbox["enabled"] and sandbox["failIfUnavailable"]
+    assert not sandbox["allowUnsandboxedCommands"]
+    assert sandbox["network"]["allowedDomains"] == []
+    assert "Shell commands you may run (no network): pytest -q; ruff check" in call["stdin"]
 
 
 def test_read_only_role_runs_in_plan_mode_without_edit_tools(claude: Sample, log: Path) -> None:

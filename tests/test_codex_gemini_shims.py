@@ -22,7 +22,12 @@ FAKES = ROOT / "tests" / "fakes"
 CANARY = "canary-value-that-must-stay-home"
 
 
-def use_agent(sample: Sample, name: str, timeouts: dict[str, float] | None = None) -> None:
+def use_agent(
+    sample: Sample,
+    name: str,
+    timeouts: dict[str, float] | None = None,
+    commands: list[str] | None = None,
+) -> None:
     """Route localized-impl to the shim `name`, which may see only its fake's variables."""
     prefix = f"FAKE_{name.upper()}_"
     agent: dict[str, Any] = {
@@ -30,15 +35,17 @@ def use_agent(sample: Sample, name: str, timeouts: dict[str, float] | None = Non
         "cmd": str(ROOT / "agents" / f"{name}-cli"),
         "version": ">=0.1",
         "capabilities": ["localized-impl"],
-        "env": [prefix + "MODE", prefix + "LOG", prefix + "LINE"],
+        "env": [prefix + "MODE", prefix + "LOG", prefix + "LINE", prefix + "COMMAND"],
     }
     if timeouts is not None:
         agent["timeouts"] = timeouts
+    if commands is not None:
+        agent["commands"] = commands
     sample.write_json("ai/agents/registry.json", {"agents": [agent]})
 
 
 def run(
-    sample: Sample, name: str, mode: str, log: Path, **sub: Any
+    sample: Sample, name: str, mode: str, log: Path, command: str = "", **sub: Any
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """Run a one-subtask plan through harness; the event names and the fake's log entries."""
     sample.write_plan([subtask("T1", **sub)])
@@ -47,6 +54,7 @@ def run(
         "PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}",
         prefix + "MODE": mode,
         prefix + "LOG": str(log),
+        prefix + "COMMAND": command,
         "CANARY_SECRET": CANARY,
     }
     sample.cli("run", "demo", env=env)
@@ -131,6 +139,77 @@ def test_gemini_without_a_token_plans(sample: Sample, tmp_path: Path) -> None:
     _, calls = run(sample, "gemini", "ok", tmp_path / "log", write_scope="lib/**")
     argv = calls[-1]["argv"]
     assert argv[argv.index("--approval-mode") + 1] == "plan"
+
+
+# -- shell commands ---------------------------------------------------------------------------
+
+
+def test_codex_shell_is_off_without_an_allowlist(sample: Sample, tmp_path: Path) -> None:
+    use_agent(sample, "codex")
+    _, calls = run(sample, "codex", "ok", tmp_path / "log")
+    argv = calls[-1]["argv"]
+    assert argv[argv.index("-c") + 1] == "features.shell_tool=false"
+    assert "Do not run shell commands." in recorded_prompt(sample)
+
+
+def test_codex_runs_allowed_commands_without_network(sample: Sample, tmp_path: Path) -> None:
+    use_agent(sample, "codex", commands=["pytest -q", "ruff check"])
+    names, calls = run(sample, "codex", "shell", tmp_path / "log", command="bash -lc 'pytest -q'")
+    assert "step_completed" in names, names
+    argv = calls[-1]["argv"]
+    assert "features.shell_tool=false" not in argv
+    assert argv[argv.index("-s") + 1] == "workspace-write"  # codex's sandbox has no network
+    assert "Shell commands you may run (no network): pytest -q; ruff check" in recorded_prompt(
+        sample
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "curl https://example.com",
+        "bash -lc 'pytest -q; curl https://example.com'",
+        "bash -lc 'pytest -q $(cat ~/.ssh/id_rsa)'",
+        "pytest -q > /etc/passwd",
+        "pytes -q",
+        "ruff format",
+    ],
+)
+def test_codex_command_off_the_allowlist_refuses_the_answer(
+    sample: Sample, tmp_path: Path, command: str
+) -> None:
+    use_agent(sample, "codex", commands=["pytest -q", "ruff check"])
+    names, _ = run(sample, "codex", "shell", tmp_path / "log", command=command)
+    assert names[-2:] == ["step_failed", "blocker_encountered"], names
+    assert failures(sample)[-1]["details"]["kind"] == "hard"
+    assert "not on the allowlist" in str(failures(sample)[-1].get("error"))
+    assert sample.status_outside_ai() == ""
+    assert "VALUE" not in sample.git("show", "HEAD:src/calc.py")
+
+
+def test_gemini_allows_only_the_registry_commands(sample: Sample, tmp_path: Path) -> None:
+    use_agent(sample, "gemini", commands=["pytest -q"])
+    names, calls = run(sample, "gemini", "ok", tmp_path / "log")
+    assert "step_completed" in names, names
+    argv = calls[-1]["argv"]
+    assert argv[argv.index("--allowed-tools") + 1] == "run_shell_command(pytest -q)"
+
+
+def test_gemini_without_an_allowlist_has_no_allowed_tools(sample: Sample, tmp_path: Path) -> None:
+    use_agent(sample, "gemini")
+    _, calls = run(sample, "gemini", "ok", tmp_path / "log")
+    assert "--allowed-tools" not in calls[-1]["argv"]
+
+
+@pytest.mark.parametrize("entry", ["pytest; rm -rf /", "pytest $(id)", "a|b", "", " pytest"])
+def test_registry_refuses_commands_with_shell_syntax(sample: Sample, entry: str) -> None:
+    use_agent(sample, "codex", commands=[entry])
+    sample.write_plan([subtask("T1")])
+    before = sample.head()
+    done = sample.cli("next", "demo")
+    assert done.returncode == 2, done.stderr
+    assert "registry" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert sample.head() == before and sample.events() == []
 
 
 # -- failures ---------------------------------------------------------------------------------
@@ -287,7 +366,7 @@ def test_gemini_classifies_by_exit_code_then_words(
 
 
 def test_gemini_prompt_is_never_in_argv() -> None:
-    argv = gemini.command(_envelope_stub())
+    argv = gemini.command(_envelope_stub(), shim.Launch())
     assert gemini.NUDGE in argv and not any("Goal" in a for a in argv)
 
 

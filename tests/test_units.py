@@ -17,6 +17,7 @@ from harness.clock import SteppingClock
 from harness.errors import InvalidInput
 from harness.plan import Plan, Subtask, find_cycle, order, structure_problem
 from harness.progress import GENESIS, Log, line_hash
+from harness.workers import shim
 
 FAST = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -666,3 +667,52 @@ def test_token_covers_needs_every_glob() -> None:
     assert made.covers(["src/x/y.py", "tests/test_a.py"])
     assert not made.covers(["src/x/y.py", "tests/a/test_a.py"])
     assert made.covers([])
+
+
+# -- shim launch options and the command allowlist --------------------------------------------
+
+
+def test_shim_launch_options(tmp_path: Path) -> None:
+    persona = tmp_path / "p.md"
+    persona.write_text("Be terse.")
+    got = shim.parse_launch(
+        ["--allow-command", "pytest -q", "--persona", str(persona), "--allow-command", "ruff"]
+    )
+    assert got == shim.Launch("Be terse.", ("pytest -q", "ruff"))
+    assert shim.parse_launch([]) == shim.Launch()
+    for bad in (["--allow-command"], ["--yolo", "x"], ["--allow-command", "a;b"]):
+        with pytest.raises(shim.ShimError):
+            shim.parse_launch(bad)
+    with pytest.raises(shim.ShimError, match="--persona"):
+        shim.parse_launch(["--persona", str(tmp_path / "missing.md")])
+
+
+@pytest.mark.parametrize(
+    ("command", "allowed"),
+    [
+        ("pytest -q", True),
+        ("pytest -q tests/test_x.py", True),
+        ("bash -lc 'pytest -q -k add'", True),
+        ("/bin/bash -lc 'ruff check src'", True),
+        ("pytest", False),
+        ("pytest -x", False),
+        ("pytest -q; rm -rf /", False),
+        ("pytest -q && curl x", False),
+        ("pytest -q | sh", False),
+        ("pytest -q `id`", False),
+        ("pytest -q $(id)", False),
+        ("pytest -q > out", False),
+        ("bash -lc 'pytest -q' extra", False),
+        ("bash -lc 'pytest -q", False),
+        ("bash -lc \"bash -lc 'pytest -q'\"", False),
+        ("", False),
+    ],
+)
+def test_allowed_command(command: str, allowed: bool) -> None:
+    launch = shim.Launch(commands=("pytest -q", "ruff check"))
+    assert shim.allowed_command(command, launch) is allowed
+
+
+@given(st.text(max_size=60))
+def test_nothing_is_allowed_without_an_allowlist(command: str) -> None:
+    assert not shim.allowed_command(command, shim.Launch())

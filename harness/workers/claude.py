@@ -1,6 +1,7 @@
 """The Claude Code worker: `claude -p` in a sandbox, its JSON result turned into one answer line.
 
-The prompt goes on stdin (never argv, where `ps` and logs would show it), shell tools stay off,
+The prompt goes on stdin (never argv, where `ps` and logs would show it), shell tools stay off
+but for the commands the registry allows,
 and the diffs are computed by the shared shim from the sandbox, never taken from the model.
 """
 
@@ -68,7 +69,20 @@ def version() -> str:
     return shim.cli_version("claude", f"claude-cli {__version__}")
 
 
-def command(env: shim.Envelope, box: shim.Sandbox, brief: str) -> list[str]:
+# Claude Code's own Bash sandbox (bubblewrap on Linux), with no domain reachable: the allowed
+# commands run without network, and a command that cannot be sandboxed fails rather than
+# running bare.
+SANDBOX_SETTINGS = {
+    "sandbox": {
+        "enabled": True,
+        "failIfUnavailable": True,
+        "allowUnsandboxedCommands": False,
+        "network": {"allowedDomains": []},
+    }
+}
+
+
+def command(env: shim.Envelope, box: shim.Sandbox, brief: str, launch: shim.Launch) -> list[str]:
     """The `claude -p` invocation; the prompt itself is not part of it."""
     budgets = env.payload.get("budgets") or {}
     argv = [
@@ -87,6 +101,11 @@ def command(env: shim.Envelope, box: shim.Sandbox, brief: str) -> list[str]:
         argv += ["--max-budget-usd", str(budgets["max_usd"])]
     # plan mode keeps a read-only role from editing even if the model tries.
     tools = READ_TOOLS + ("," + WRITE_TOOLS if env.writable else "")
+    tools += "".join(f",Bash({c}:*)" for c in launch.commands)
+    if launch.commands:
+        argv += ["--settings", orjson.dumps(SANDBOX_SETTINGS).decode()]
+    else:
+        argv += ["--disallowedTools", "Bash"]  # deny wins over anything a settings file allows
     argv += [
         "--no-session-persistence",
         "--permission-mode",
@@ -99,10 +118,10 @@ def command(env: shim.Envelope, box: shim.Sandbox, brief: str) -> list[str]:
     return argv
 
 
-def work(env: shim.Envelope, box: shim.Sandbox) -> dict[str, Any]:
-    brief = shim.role_brief(str(env.payload["role"]), Path.cwd())
-    prompt = shim.render(env, brief)
-    ran = shim.run_cli(command(env, box, brief), env, box, prompt)
+def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
+    brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
+    prompt = shim.render(env, brief, launch)
+    ran = shim.run_cli(command(env, box, brief, launch), env, box, prompt)
     final = result_message(ran)
     check(final)
     answer = answer_of(final)

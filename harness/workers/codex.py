@@ -94,11 +94,20 @@ def version() -> str:
     return shim.cli_version("codex", f"codex-cli {__version__}")
 
 
-def command(env: shim.Envelope, box: shim.Sandbox, schema: Path, last: Path) -> list[str]:
-    """The `codex exec` invocation; `-` makes it read the prompt from stdin."""
+def command(
+    env: shim.Envelope, box: shim.Sandbox, schema: Path, last: Path, launch: shim.Launch
+) -> list[str]:
+    """The `codex exec` invocation; `-` makes it read the prompt from stdin.
+
+    Both sandbox modes keep the network off. Codex cannot limit its shell to a list of
+    commands, so the shell tool is off unless the registry allows some, and then every
+    command codex reports having run is checked against the list afterwards (check_commands).
+    """
+    shell = [] if launch.commands else ["-c", "features.shell_tool=false"]
     return [
         "codex",
         "exec",
+        *shell,
         "--json",
         "--skip-git-repo-check",  # the sandbox is a git repo, but its trust is not configured
         "--ephemeral",  # no session files left in CODEX_HOME for a throw-away sandbox
@@ -115,17 +124,18 @@ def command(env: shim.Envelope, box: shim.Sandbox, schema: Path, last: Path) -> 
     ]
 
 
-def work(env: shim.Envelope, box: shim.Sandbox) -> dict[str, Any]:
-    brief = shim.role_brief(str(env.payload["role"]), Path.cwd())
-    prompt = shim.render(env, brief) + SCHEMA_NOTE
+def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
+    brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
+    prompt = shim.render(env, brief, launch) + SCHEMA_NOTE
     # Outside the sandbox, so neither file shows up in the diffs.
     side = Path(tempfile.mkdtemp(prefix="codex-", dir=box.root.parent))
     try:
         schema, last = side / "schema.json", side / "last-message.json"
         schema.write_bytes(orjson.dumps(ANSWER_SCHEMA))
-        ran = shim.run_cli(command(env, box, schema, last), env, box, prompt)
+        ran = shim.run_cli(command(env, box, schema, last, launch), env, box, prompt)
         events = parse_events(ran.stdout)
         check(ran, events)
+        check_commands(events, launch)
         text = final_text(events, last)
     finally:
         shutil.rmtree(side, ignore_errors=True)
@@ -168,6 +178,16 @@ def check(ran: shim.Ran, events: list[dict[str, Any]]) -> None:
     if RETRYABLE_TEXT.search(words):
         raise shim.ShimError(message, "retryable")
     raise shim.ShimError(message, "hard")
+
+
+def check_commands(events: list[dict[str, Any]], launch: shim.Launch) -> None:
+    """Refuse the whole answer (hard) if codex ran a command the registry does not allow."""
+    for event in events:
+        item = event.get("item")
+        if isinstance(item, dict) and item.get("type") == "command_execution":
+            ran = str(item.get("command", ""))
+            if not shim.allowed_command(ran, launch):
+                raise shim.ShimError(f"codex ran a command not on the allowlist: {ran[:200]}")
 
 
 def final_text(events: list[dict[str, Any]], last: Path) -> str:

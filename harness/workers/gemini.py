@@ -49,8 +49,14 @@ def version() -> str:
     return shim.cli_version("gemini", f"gemini-cli {__version__}")
 
 
-def command(env: shim.Envelope) -> list[str]:
-    """The `gemini` invocation; the prompt itself is not part of it."""
+def command(env: shim.Envelope, launch: shim.Launch) -> list[str]:
+    """The `gemini` invocation; the prompt itself is not part of it.
+
+    Headless gemini leaves out every tool that would ask for approval, the shell included;
+    `--allowed-tools` lets through only the registry's commands. Gemini has no way to run
+    them without network short of its container sandbox, which the shim does not assume.
+    """
+    allowed = ",".join(f"run_shell_command({c})" for c in launch.commands)
     return [
         "gemini",
         "-p",
@@ -63,13 +69,14 @@ def command(env: shim.Envelope) -> list[str]:
         # The sandbox is a fresh directory gemini has never seen; without this it refuses
         # to work there (exit 55).
         "--skip-trust",
+        *(["--allowed-tools", allowed] if allowed else []),
     ]
 
 
-def work(env: shim.Envelope, box: shim.Sandbox) -> dict[str, Any]:
-    brief = shim.role_brief(str(env.payload["role"]), Path.cwd())
-    prompt = shim.render(env, brief)
-    ran = shim.run_cli(command(env), env, box, prompt)
+def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
+    brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
+    prompt = shim.render(env, brief, launch)
+    ran = shim.run_cli(command(env, launch), env, box, prompt)
     doc = output_of(ran)
     check(ran, doc)
     text = doc.get("response")

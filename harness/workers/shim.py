@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import stat
@@ -169,22 +170,81 @@ def _tracked(source: Path) -> list[str]:
 # -- the prompt -------------------------------------------------------------------------------
 
 
-PERSONA: list[str] = []
+@dataclass(frozen=True)
+class Launch:
+    """What the registry put on the shim's command line: an imported agent's persona, and the
+    shell commands the agent may run (none unless the registry lists them)."""
+
+    persona: str = ""
+    commands: tuple[str, ...] = ()
 
 
-def role_brief(role: str, repo: Path) -> str:
+# A command the registry allows is a program name and fixed leading words: no shell syntax,
+# so a prefix rule like `Bash(pytest:*)` cannot be widened by what the entry itself contains.
+COMMAND = re.compile(r"[A-Za-z0-9_.+/=-]+(?: [A-Za-z0-9_.+/=:-]+)*")
+
+
+def parse_launch(args: list[str]) -> Launch:
+    """`--persona FILE` and `--allow-command CMD` (any number of times), nothing else."""
+    persona, commands = "", []
+    rest = list(args)
+    while rest:
+        flag, value = rest.pop(0), (rest.pop(0) if rest else None)
+        if value is None or flag not in ("--persona", "--allow-command"):
+            raise ShimError(f"usage: [--persona FILE] [--allow-command CMD]... (got {flag!r})")
+        if flag == "--persona":
+            try:
+                persona = Path(value).read_text("utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ShimError(f"--persona {value}: {exc.__class__.__name__}") from None
+        elif COMMAND.fullmatch(value):
+            commands.append(value)
+        else:
+            raise ShimError(f"--allow-command {value!r}: only plain words, no shell syntax")
+    return Launch(persona, tuple(commands))
+
+
+# Shell syntax that could chain, substitute or redirect past an allowed prefix.
+_SHELL_SYNTAX = re.compile(r"[;&|<>`$(){}\n\\]")
+_WRAPPER = re.compile(r"^(?:/(?:usr/)?bin/)?(?:ba|z)?sh -l?c ")
+
+
+def allowed_command(command: str, launch: Launch) -> bool:
+    """Whether a command an agent ran is one the registry allowed: its words start with the
+    words of an allowed command, with no shell syntax anywhere. The `bash -lc '...'` wrapper
+    a CLI puts around a command is looked through, once."""
+    text = command.strip()
+    if _WRAPPER.match(text):
+        try:
+            inner = shlex.split(text)
+        except ValueError:
+            return False
+        if len(inner) != 3:
+            return False
+        text = inner[2].strip()
+    if _SHELL_SYNTAX.search(text):
+        return False
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return False
+    return any(words[: len(c.split())] == c.split() for c in launch.commands)
+
+
+def role_brief(role: str, repo: Path, launch: Launch) -> str:
     """ai/roles/<role>.md of the repository, else the brief harness ships for the role; an
-    imported agent's persona (--persona) follows it."""
+    imported agent's persona follows it."""
+    persona = f"\n{launch.persona}" if launch.persona else ""
     local = repo / "ai" / "roles" / f"{role}.md"
     if local.is_file():
-        return local.read_text("utf-8") + "".join(f"\n{p}" for p in PERSONA)
+        return local.read_text("utf-8") + persona
     shipped = resources.files("harness.workers") / "roles" / f"{role}.md"
     if shipped.is_file():
-        return shipped.read_text("utf-8") + "".join(f"\n{p}" for p in PERSONA)
+        return shipped.read_text("utf-8") + persona
     raise ShimError(f"no role brief for {role!r} (add ai/roles/{role}.md)")
 
 
-def render(env: Envelope, brief: str) -> str:
+def render(env: Envelope, brief: str, launch: Launch) -> str:
     """The task as the model reads it: role brief, goal, constraints, inputs, expected answer."""
     p = env.payload
     lines = [
@@ -209,6 +269,10 @@ def render(env: Envelope, brief: str) -> str:
         lines += ["Edit the files in place; do not write diffs yourself."]
     else:
         lines += ["", "Do not change any file."]
+    if launch.commands:
+        lines += ["", "Shell commands you may run (no network): " + "; ".join(launch.commands)]
+    else:
+        lines += ["", "Do not run shell commands."]
     lines += [
         "",
         "Finish with a JSON object with the keys plan (list of {step, why}), risks,",
@@ -274,7 +338,7 @@ def json_in(text: str) -> dict[str, Any] | None:
 
 def main(
     agent_id: str,
-    work: Callable[[Envelope, Sandbox], dict[str, Any]],
+    work: Callable[[Envelope, Sandbox, Launch], dict[str, Any]],
     version: Callable[[], str],
     argv: list[str] | None = None,
 ) -> int:
@@ -284,17 +348,15 @@ def main(
     if args == ["--version"]:
         print(version())
         return 0
-    if args[:1] == ["--persona"] and len(args) == 2:
-        # An imported agent's system prompt, appended after the role brief.
-        PERSONA.append(Path(args[1]).read_text("utf-8"))
     env: Envelope | None = None
     box: Sandbox | None = None
     try:
+        launch = parse_launch(args)
         env = read_envelope(sys.stdin.buffer.read())
         ctx = env.context["payload"]
         parent = Path(os.environ.get("HOME") or tempfile.gettempdir())
         box = Sandbox.create(Path.cwd(), ctx["visible"], ctx["readonly"], parent)
-        result = work(env, box)
+        result = work(env, box, launch)
         if env.writable:
             result["diffs"] = box.diffs()
         line, code = answer(env, agent_id, result, None)

@@ -10,15 +10,28 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from . import files
-from .acceptance import Verdict
+from .acceptance import Judge
 from .config import Verify
 from .diffgate import Change
 from .progress import Log
 from .state import Attempt
 from .verify import Check, Runner, flipped_tests, license_problems
+
+
+class Steps(Protocol):
+    """The three points where a step runs checks; a replay may answer them from the record."""
+
+    def build(self, wt: Path, changes: list[Change]) -> bool: ...
+
+    def test(self, wt: Path, command: str) -> bool: ...
+
+    def accept(self, judge: Judge) -> bool: ...
+
+
+MakeChecks = Callable[[Log, str, Attempt, Verify, Runner, Path, Callable[[str], Path]], Steps]
 
 
 class Checks:
@@ -102,7 +115,8 @@ class Checks:
             self.evidence / f"{n:02d}-{check.name}.json", files.pretty(check.evidence())
         )
 
-    def accept(self, verdict: Verdict) -> bool:
+    def accept(self, judge: Judge) -> bool:
+        verdict = judge.evaluate()
         for check in verdict.checks:
             self.keep(check)
         cfg = self.cfg

@@ -23,6 +23,7 @@ from . import (
     orchestrator,
     personas,
     registry,
+    replay,
     repo,
     state,
     tokens,
@@ -336,6 +337,46 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    task_id = _task_id(args.task_id)
+    done = replay.replay(layout, task_id, args.verify)
+    checks = "checks re-run" if done.verified else "checks from the record"
+    print(
+        f"replay {task_id}: {done.events} events and {len(done.commits)} commits reproduced "
+        f"from base {done.base[:12]} ({checks})"
+    )
+    for commit in done.commits:
+        print(f"  {commit}")
+    return 0
+
+
+def _emit(data: bytes, output: str | None) -> None:
+    """To stdout, or atomically to a file, so a failed run never leaves half a file."""
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    files.atomic_write(Path(output), data)
+    print(f"wrote {output}")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from . import report  # imported here: it pulls in the auditor, which other commands skip
+
+    layout = _layout(args)
+    _emit(report.render(layout, _task_id(args.task_id)), args.output)
+    return 0
+
+
+def cmd_attest(args: argparse.Namespace) -> int:
+    from . import attest
+
+    layout = _layout(args)
+    _emit(files.pretty(attest.statement(layout, _task_id(args.task_id))), args.output)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
@@ -406,6 +447,17 @@ def _parser() -> argparse.ArgumentParser:
     ag = sub.add_parser("agents", help="agents").add_subparsers(dest="sub", required=True)
     p = add("import", cmd_agents_import, "import .claude/agents or .gemini/agents files", ag)
     p.add_argument("--from", dest="source", choices=sorted(personas.SOURCES), required=True)
+
+    p = add("replay", cmd_replay, "re-run a task from its record; name the first divergence")
+    p.add_argument("task_id")
+    p.add_argument("--verify", action="store_true", help="also re-run builds, tests, acceptance")
+
+    p = add("report", cmd_report, "one self-contained HTML page of a task's record and audit")
+    p.add_argument("task_id")
+    p.add_argument("-o", "--output", help="write the page here (default: stdout)")
+    p = add("attest", cmd_attest, "an in-toto SLSA provenance statement for a task's commit")
+    p.add_argument("task_id")
+    p.add_argument("-o", "--output", help="write the statement here (default: stdout)")
 
     p = add("demo", cmd_demo, "run a sample task offline with the scripted worker")
     p.add_argument("--dir", help="where to build the sample repository (default: a temp dir)")

@@ -10,7 +10,7 @@ import shutil
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, Protocol
 
 from . import (
     acceptance,
@@ -29,7 +29,7 @@ from . import (
 )
 from . import config as config_mod
 from . import plan as plan_mod
-from .checks import Checks
+from .checks import Checks, MakeChecks
 from .clock import Clock
 from .errors import Halted, InvalidInput
 from .layout import Layout
@@ -37,6 +37,19 @@ from .progress import Log, fault
 from .registry import Agent
 
 Event = dict[str, Any]
+
+
+class Recording(Protocol):
+    """Where a replay takes what a live step would make: answers, bases and check results."""
+
+    def unrecorded(self, call_id: str) -> NoReturn:
+        """A call the record does not hold was about to be made."""
+
+    def move_to_base(self, task: Task) -> None:
+        """Bring HEAD to the base the record's next call was made on (human commits)."""
+
+    checks: MakeChecks | None
+    """The checks to use instead of running them, or None to re-run them."""
 
 
 @dataclass
@@ -51,9 +64,10 @@ class Task:
     agents: list[Agent]
     log: Log
     probed: dict[str, str] = field(default_factory=dict)
+    recording: Recording | None = None
 
     @classmethod
-    def load(cls, layout: Layout, task_id: str, clock: Clock) -> Task:
+    def load(cls, layout: Layout, task_id: str, clock: Clock, log: Log | None = None) -> Task:
         root = layout.root
         plan_path = layout.plan(task_id)
         if not plan_path.exists():
@@ -65,7 +79,7 @@ class Task:
             config=config_mod.load(layout.config),
             plan=plan_mod.load(plan_path, root, task_id),
             agents=registry.load(layout.registry, root),
-            log=Log(layout.log(task_id), task_id, clock),
+            log=log or Log(layout.log(task_id), task_id, clock),
         )
         # Refuse what a step would trip over later, before it writes anything.
         task.git.head()
@@ -217,7 +231,7 @@ class Subtask:
         folder = task.layout.exchange(task.task_id, call.call_id)
         if invoked is None:
             if exchanges.load(folder) is None:
-                self.probe(agent)  # before the first call, and only when one is needed
+                self.probe(agent, call.call_id)  # before the first call, only when one is needed
             details = {
                 "subagent": agent.id,
                 "role": sub.role,
@@ -260,8 +274,10 @@ class Subtask:
         self.log.append("step_completed", "ok", step=sub.id, details=details)
         return True
 
-    def probe(self, agent: Agent) -> None:
+    def probe(self, agent: Agent, call_id: str) -> None:
         """Registry presence and version range, checked before the agent's first call."""
+        if self.task.recording is not None:
+            self.task.recording.unrecorded(call_id)
         if agent.id not in self.task.probed:
             home = self.task.tmp("home-probe")
             home.mkdir(parents=True, exist_ok=True)
@@ -278,6 +294,8 @@ class Subtask:
             ts, base = invoked["ts"], invoked["details"]["base"]
             token_id = invoked["details"]["token"]
         else:
+            if task.recording is not None:
+                task.recording.move_to_base(task)
             ts, base = task.log.now(), task.git.head()
             token_id = self.choose_token(ts)
         hashes = task.git.blob_hashes(base, sub.inputs)
@@ -351,7 +369,7 @@ class Subtask:
 
     def call(self, agent: Agent, call: envelope.Call, folder: Path) -> exchanges.Exchange:
         task = self.task
-        self.probe(agent)
+        self.probe(agent, call.call_id)
         staging = exchanges.stage(task.tmp("staging") / call.call_id, call)
         home = task.tmp("home")
         shutil.rmtree(home, ignore_errors=True)
@@ -462,7 +480,10 @@ class Subtask:
         head = git.head()
         runner = verify.Runner(task.tmp("runs"), task.config.verify_timeout_s, cfg.isolate_network)
         evidence = task.layout.exchange(task.task_id, call.call_id) / exchanges.VERIFY
-        checks = Checks(self.log, sub.id, att, cfg, runner, evidence, task.tmp)
+        make: MakeChecks = Checks
+        if task.recording is not None and task.recording.checks is not None:
+            make = task.recording.checks
+        checks = make(self.log, sub.id, att, cfg, runner, evidence, task.tmp)
         with ExitStack() as stack:
             wt = stack.enter_context(git.worktree(head, task.tmp("verify")))
             tree = self.apply_patches(wt, changes)
@@ -489,7 +510,7 @@ class Subtask:
                 cache=task.layout.tmp / "coverage",
                 base=base_worktree,
             )
-            if not checks.accept(judge.evaluate()):
+            if not checks.accept(judge):
                 return None
         message = (
             f"{sub.role}: {sub.goal}\n\n"

@@ -72,6 +72,20 @@ class Log:
         `ts` lets an event carry the instant of the thing it records (an envelope's ts),
         so that instant is read once and recorded once.
         """
+        record = self.next_record(event, status, step, details, error, agent, ts)
+        return self.write(record)
+
+    def next_record(
+        self,
+        event: str,
+        status: str,
+        step: str | None,
+        details: dict[str, Any] | None,
+        error: str | None,
+        agent: str,
+        ts: str | None,
+    ) -> dict[str, Any]:
+        """The event as the next line would hold it, not yet written."""
         record: dict[str, Any] = {
             "seq": len(self.events),
             "prev": self.head,
@@ -88,6 +102,10 @@ class Log:
         if error is not None:
             record["error"] = error
         schemas.validate("progress-event", record, self._label)
+        return record
+
+    def write(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Append one chained record to the file (fsync'ed) and to the events read so far."""
         line = files.dumps(record)
         created = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,7 +117,7 @@ class Log:
             files.fsync_dir(self.path.parent)
         self.events.append(record)
         self.head = line_hash(line)
-        fault(f"after:{event}")
+        fault(f"after:{record['event']}")
         return record
 
 

@@ -1,0 +1,228 @@
+"""`harness replay`: the recorded run re-made in a scratch clone, commit for commit.
+
+Every test records a run through the real CLI in a real repository, then replays it the way
+CI would: from the files and history of that repository, touching none of it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.conftest import Sample, calc_patch, err, new_file_patch, ok, subtask
+
+EXTRA = new_file_patch("src/extra.py", ["EXTRA = 2"])
+
+
+def plan_two(sample: Sample) -> None:
+    sample.write_plan(
+        [
+            subtask("T1"),
+            subtask("T2", depends_on=["T1"], creates=["src/extra.py"], inputs=[]),
+        ]
+    )
+
+
+def commits_of(sample: Sample) -> list[str]:
+    return [
+        e["details"]["commit"] for e in sample.events() if e["event"] == "subagent_diffs_applied"
+    ]
+
+
+def state_of(sample: Sample) -> tuple[str, str, str, str]:
+    """Everything replay must leave alone: refs, worktrees, status and the log's bytes."""
+    log = (sample.root / "ai/tasks/demo/progress.ndjson").read_bytes()
+    return (
+        sample.git("show-ref"),
+        sample.git("worktree", "list", "--porcelain"),
+        sample.git("status", "--porcelain", "--untracked-files=all"),
+        log.hex(),
+    )
+
+
+def replay(sample: Sample, *args: str) -> subprocess.CompletedProcess[str]:
+    return sample.cli("replay", "demo", *args)
+
+
+def stepped(sample: Sample) -> Sample:
+    """Two subtasks stepped one `next` at a time, so record commits sit between them."""
+    plan_two(sample)
+    sample.write_script(
+        [ok("T1", ("src/calc.py", calc_patch())), ok("T2", ("src/extra.py", EXTRA))]
+    )
+    for _ in range(3):
+        assert sample.cli("next", "demo").returncode == 0
+    assert sample.names()[-1] == "task_completed"
+    return sample
+
+
+def test_stepped_run_is_reproduced_commit_for_commit(sample: Sample) -> None:
+    stepped(sample)
+    before = state_of(sample)
+    done = replay(sample)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(sample.events())} events and 2 commits reproduced" in done.stdout
+    for commit in commits_of(sample):
+        assert commit in done.stdout
+    # the record commits between the subtasks were taken as recorded parents
+    parents = [sample.git("rev-parse", f"{c}^").strip() for c in commits_of(sample)]
+    assert sample.git("log", "-1", "--format=%s", parents[1]).strip() == "harness: record demo"
+    assert state_of(sample) == before
+
+
+def test_verify_reruns_the_checks_and_still_reproduces(sample: Sample) -> None:
+    stepped(sample)
+    done = replay(sample, "--verify")
+    assert done.returncode == 0, done.stderr
+    assert "checks re-run" in done.stdout
+
+
+def test_retry_block_human_fix_and_resume_are_replayed(sample: Sample) -> None:
+    plan_two(sample)
+    sample.write_script(
+        [
+            err("T1", "retryable", "rate limited", retry=False),
+            err("T1", "hard", "cannot do it", retry=True),
+        ]
+    )
+    assert sample.cli("run", "demo").returncode == 1
+    # A person fixes something outside the task's scope, commits, and resumes.
+    (sample.root / "NOTES.md").write_text("fixed by hand\n")
+    sample.commit_all("human fix")
+    sample.write_script(
+        [ok("T1", ("src/calc.py", calc_patch())), ok("T2", ("src/extra.py", EXTRA))]
+    )
+    assert sample.cli("resume", "demo", "--reason", "fixed").returncode == 0
+    assert sample.cli("run", "demo").returncode == 0
+    names = sample.names()
+    assert "subagent_retried" in names and "blocker_resolved" in names
+    before = state_of(sample)
+    done = replay(sample)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(names)} events and 2 commits reproduced" in done.stdout
+    assert state_of(sample) == before
+
+
+def test_a_partial_run_replays_as_far_as_it_went(sample: Sample) -> None:
+    plan_two(sample)
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert sample.cli("next", "demo").returncode == 0
+    done = replay(sample)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(sample.events())} events and 1 commits reproduced" in done.stdout
+
+
+def test_changed_identity_diverges_at_the_commit(sample: Sample) -> None:
+    stepped(sample)
+    config = sample.root / "ai/harness.toml"
+    config.write_text(config.read_text().replace('name = "harness"', 'name = "someone else"'))
+    done = replay(sample)
+    assert done.returncode == 1
+    first = next(e for e in sample.events() if e["event"] == "subagent_diffs_applied")
+    assert f"diverged at event {first['seq']}: expected subagent_diffs_applied" in done.stderr
+    assert f"commit={first['details']['commit'][:12]}" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_edited_plan_diverges_at_the_first_call(sample: Sample) -> None:
+    stepped(sample)
+    plan = sample.read_json("ai/tasks/demo/plan.json")
+    plan["subtasks"][0]["goal"] = "Something else"
+    sample.write_json("ai/tasks/demo/plan.json", plan)
+    done = replay(sample)
+    assert done.returncode == 1
+    assert "diverged at event 1: expected subagent_invoked T1 pending" in done.stderr
+
+
+def test_a_call_missing_from_the_record_is_an_error(sample: Sample) -> None:
+    stepped(sample)
+    second = [e for e in sample.events() if e["event"] == "subagent_invoked"][1]
+    shutil.rmtree(sample.root / "ai/exchanges/demo" / second["details"]["call_id"])
+    done = replay(sample)
+    assert done.returncode == 1
+    assert f"diverged at event {second['seq']}" in done.stderr
+    assert "a call not in the record" in done.stderr
+
+
+def test_a_damaged_exchange_stops_the_replay(sample: Sample) -> None:
+    stepped(sample)
+    first = next(e for e in sample.events() if e["event"] == "subagent_invoked")
+    patch = sample.root / "ai/exchanges/demo" / first["details"]["call_id"] / "patches/000.patch"
+    patch.write_text(patch.read_text().replace("VALUE = 1", "VALUE = 2"))
+    done = replay(sample)
+    assert done.returncode in (1, 2)
+    assert "files do not match meta.json" in done.stderr
+
+
+def test_verify_diverges_when_the_tests_now_fail(sample: Sample) -> None:
+    stepped(sample)
+    config = sample.root / "ai/harness.toml"
+    text = config.read_text()
+    assert "test = " in text
+    lines = ['test = "false"' if line.startswith("test = ") else line for line in text.splitlines()]
+    config.write_text("\n".join(lines) + "\n")
+    assert replay(sample).returncode == 0  # the recorded verdicts still replay
+    done = replay(sample, "--verify")
+    assert done.returncode == 1
+    assert "expected test_passed T1 ok" in done.stderr and "found test_failed" in done.stderr
+
+
+def test_tampered_log_is_refused(sample: Sample) -> None:
+    stepped(sample)
+    log = sample.root / "ai/tasks/demo/progress.ndjson"
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[2], lines[3] = lines[3], lines[2]
+    log.write_bytes(b"".join(lines))
+    done = replay(sample)
+    assert done.returncode == 2 and "hash chain broken" in done.stderr
+
+
+def test_nothing_to_replay(sample: Sample) -> None:
+    plan_two(sample)
+    done = replay(sample)
+    assert done.returncode == 2 and "nothing recorded" in done.stderr
+    assert sample.cli("replay", "nosuch").returncode == 2
+
+
+def test_replay_in_a_fresh_clone(sample: Sample, tmp_path: Path) -> None:
+    """What CI does: clone the branch, replay from the committed record alone."""
+    stepped(sample)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(sample.root), str(clone)], check=True)
+    fresh = Sample(clone, sample.script)
+    done = fresh.cli("replay", "demo", "--verify")
+    assert done.returncode == 0, done.stderr
+    for commit in commits_of(sample):
+        assert commit in done.stdout
+
+
+@pytest.mark.parametrize("kind", ["retryable", "timeout"])
+def test_failed_exchanges_are_fed_back_not_reinvoked(sample: Sample, kind: str) -> None:
+    sample.write_plan([subtask("T1")])
+    if kind == "timeout":
+        sample.write_json(
+            "ai/agents/registry.json",
+            {
+                "agents": [
+                    {
+                        **sample.read_json("ai/agents/registry.json")["agents"][0],
+                        "timeouts": {"soft_s": 0.5, "hard_s": 1},
+                    }
+                ]
+            },
+        )
+        first = {"subtask": "T1", "retry": False, "sleep_s": 5, "result": {}}
+    else:
+        first = err("T1", "retryable", "rate limited", retry=False)
+    sample.write_script([first, ok("T1", ("src/calc.py", calc_patch()), retry=True)])
+    assert sample.cli("next", "demo").returncode == 0, sample.names()
+    # Make any real call fail loudly: the replay must not make one.
+    sample.write_script([])
+    done = replay(sample)
+    assert done.returncode == 0, done.stderr
+    failed = next(e for e in sample.events() if e["event"] == "subagent_failed")
+    assert orjson.loads(orjson.dumps(failed))["details"]["kind"] == kind

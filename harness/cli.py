@@ -20,6 +20,7 @@ from . import (
     drafting,
     exchanges,
     files,
+    logview,
     orchestrator,
     personas,
     registry,
@@ -377,6 +378,47 @@ def cmd_attest(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from . import audit  # imported here: its compiled validators are for this command only
+
+    layout = _layout(args)
+    task_id = _task_id(args.task_id)
+    found = audit.audit(layout, task_id)
+    if args.json:
+        doc = {
+            "task_id": task_id,
+            "events": found.events,
+            "ok": found.ok,
+            "findings": [{"seq": f.seq, "reason": f.reason} for f in found.findings],
+        }
+        sys.stdout.buffer.write(files.dumps(doc) + b"\n")
+        return 0 if found.ok else 1
+    for finding in found.findings:
+        print(f"{'-' if finding.seq is None else f'seq {finding.seq}'}: {finding.reason}")
+    n = len(found.findings)
+    verdict = "clean" if found.ok else f"{n} finding{'s' if n > 1 else ''}"
+    print(f"audit {task_id}: {found.events} events, {verdict}")
+    return 0 if found.ok else 1
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    task_id = _task_id(args.task_id)
+    if not layout.task_dir(task_id).is_dir():
+        raise InvalidInput(f"ai/tasks/{task_id}: no such task")
+    events = Log(layout.log(task_id), task_id, clock.from_env()).events
+    if args.json:
+        for ev in events:
+            if logview.selected(ev, args.event, args.subtask):
+                sys.stdout.buffer.write(files.dumps(ev) + b"\n")
+        return 0
+    color = sys.stdout.isatty()
+    for row in logview.rows(events):
+        if logview.selected(row.event, args.event, args.subtask):
+            print(logview.render(row, color))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
@@ -458,6 +500,15 @@ def _parser() -> argparse.ArgumentParser:
     p = add("attest", cmd_attest, "an in-toto SLSA provenance statement for a task's commit")
     p.add_argument("task_id")
     p.add_argument("-o", "--output", help="write the statement here (default: stdout)")
+
+    p = add("audit", cmd_audit, "check a task's log, exchanges, commits and tokens")
+    p.add_argument("task_id")
+    p.add_argument("--json", action="store_true")
+    p = add("log", cmd_log, "the task's log, one line per event")
+    p.add_argument("task_id")
+    p.add_argument("--event", choices=logview.EVENTS, help="only this event")
+    p.add_argument("--subtask", help="only this subtask's events")
+    p.add_argument("--json", action="store_true", help="the events as JSON lines")
 
     p = add("demo", cmd_demo, "run a sample task offline with the scripted worker")
     p.add_argument("--dir", help="where to build the sample repository (default: a temp dir)")

@@ -154,15 +154,31 @@ def calc_patch(new: str = "VALUE = 1") -> str:
     return append_line_patch("src/calc.py", CALC_TAIL, 3, new)
 
 
-@pytest.fixture
-def sample(tmp_path: Path) -> Sample:
-    root = tmp_path / "repo"
+def scripted(where: Path) -> Sample:
+    """The demo's repository in `where`/repo, its worker answering from `where`/script.json,
+    which the test writes."""
+    root = where / "repo"
     root.mkdir()
     demo.build(root)
-    script = tmp_path / "script.json"
-    s = Sample(root, script)
+    s = Sample(root, where / "script.json")
     reg = s.read_json("ai/agents/registry.json")
-    reg["agents"][0]["args"] = ["--script", str(script)]
+    reg["agents"][0]["args"] = ["--script", str(s.script)]
     s.write_json("ai/agents/registry.json", reg)
     s.write_script([])
     return s
+
+
+def completed_demo(where: Path) -> Sample:
+    """The demo task run to completion through the real CLI, in `where`/repo."""
+    root = where / "repo"
+    root.mkdir()
+    demo.build(root)
+    made = Sample(root, root / "agents" / "script.json")
+    res = made.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+    return made
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Sample:
+    return scripted(tmp_path)

@@ -1,0 +1,950 @@
+"""`harness audit`: check a task's record without trusting any of it.
+
+The log is read one line at a time and never kept: what stays in memory is per subtask
+(the plan's ids and scopes, which are done, the attempt in progress) and per call or token,
+never per event. progress.Log is not used: it loads every event and stops at the first
+problem, where here every problem is a finding and the audit goes on.
+
+git does its share in bulk and in parallel, started before the log is read: the diff
+against the last harness commit and the untracked files, the exchange files' contents (one
+`git cat-file --batch`, where the working tree is proved equal to that commit: one read
+per file at git's speed instead of a Python open() per file), and the task's subtask
+commits, oldest first, read in step with the log that names them in the same order.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from functools import partial
+from typing import IO, Any
+
+import fastjsonschema
+import orjson
+
+from . import exchanges, repo, schemas, scope, state, tokens
+from .errors import InvalidInput
+from .layout import Layout
+from .progress import GENESIS
+
+_Event = dict[str, Any]
+
+# Findings of one kind shown before the rest of that kind are only counted: a log broken
+# early must not bury the other findings under thousands of lines.
+_CAP = 20
+_SHORT = 12
+_CHECK_PASSED = frozenset({"build_succeeded", "test_passed", "phase_completed"})
+_CHECK_FAILED = frozenset({"build_failed", "test_failed", "acceptance_failed"})
+_REGULAR = (b"100644", b"100755")
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NO_DETAILS: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class Finding:
+    seq: int | None  # the log line it concerns, None when not tied to a line
+    reason: str
+
+
+@dataclass
+class Report:
+    task_id: str
+    events: int  # lines read
+    findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+def audit(layout: Layout, task_id: str) -> Report:
+    """Every finding about the task's log, plan, exchanges, commits and tokens, by line.
+
+    A finding's seq is the position of the line in the file, which is its seq in a sound log.
+    """
+    if not layout.task_dir(task_id).is_dir():
+        raise InvalidInput(f"ai/tasks/{task_id}: no such task")
+    return _Audit(layout, task_id).run()
+
+
+def _short(value: object) -> str:
+    return value[:_SHORT] if isinstance(value, str) else repr(value)
+
+
+def _schema_problem(event: object) -> str:
+    return f"not a progress event: {schemas.problem('progress-event', event)}"
+
+
+class _Findings:
+    def __init__(self) -> None:
+        self.shown: list[Finding] = []
+        self.counts: Counter[str] = Counter()
+
+    def add(self, kind: str, seq: int | None, reason: str | Callable[[], str]) -> None:
+        """Record a finding; `reason` may be a callable where wording it is costly."""
+        self.counts[kind] += 1
+        if self.counts[kind] <= _CAP:
+            text = reason if isinstance(reason, str) else reason()
+            # Log values are anyone's text: a finding stays one printable line.
+            self.shown.append(Finding(seq, _CONTROL.sub("?", text)))
+
+    def result(self) -> list[Finding]:
+        shown = sorted(self.shown, key=lambda f: (f.seq is None, f.seq or 0, f.reason))
+        more = [
+            Finding(None, f"{n - _CAP} more {kind} findings not shown")
+            for kind, n in sorted(self.counts.items())
+            if n > _CAP
+        ]
+        return shown + more
+
+
+class _Step:
+    """One subtask since the last blocker_resolved, and its attempt in progress."""
+
+    __slots__ = (
+        "applied",
+        "attempt",
+        "call",
+        "failed_at",
+        "failure",
+        "invoked_at",
+        "last",
+        "open",
+        "retryable",
+        "succeeded",
+        "token",
+    )
+
+    def __init__(self) -> None:
+        self.attempt = 1
+        self.last = ""  # the subtask's previous event in this epoch
+        self.failed_at: int | None = None  # its step_failed
+        self.fresh()
+
+    def fresh(self) -> None:
+        """A new attempt: nothing invoked yet."""
+        self.call: str | None = None
+        self.token: object = None
+        self.open = False
+        self.invoked_at = -1
+        self.succeeded = False
+        self.failure: str | None = None
+        self.retryable = False
+        self.applied: object = None
+
+
+# -- git -------------------------------------------------------------------------------------
+
+
+class _Git:
+    """git processes set up like repo.Repo's (no hooks, C locale, UTC), whose output is
+    streamed or spooled to a file instead of held whole as repo.Repo.git holds it."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.root = layout.root
+        self.env = {**os.environ, **repo._ENV}
+
+    def argv(self, args: tuple[str, ...]) -> list[str]:
+        return ["git", *repo._PREFIX, "-c", "core.quotePath=true", *args]
+
+    def popen(
+        self, *args: str, stdout: int | IO[bytes] = subprocess.PIPE, stdin: IO[bytes] | None = None
+    ) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            self.argv(args),
+            cwd=self.root,
+            env=self.env,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def run(self, *args: str) -> tuple[int, bytes]:
+        done = subprocess.run(
+            self.argv(args), cwd=self.root, env=self.env, capture_output=True, check=False
+        )
+        return done.returncode, done.stdout
+
+
+def _split(stream: IO[bytes], sep: bytes = b"\0") -> Iterator[bytes]:
+    """Records of a stream, read 64 KiB at a time, never the whole output at once."""
+    rest = b""
+    while chunk := stream.read(1 << 16):
+        parts = (rest + chunk).split(sep)
+        rest = parts.pop()
+        yield from parts
+    if rest:
+        yield rest
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Reap a git process, killing it first if its output is no longer wanted."""
+    if proc.poll() is None:
+        proc.kill()
+    if proc.stdout is not None:
+        proc.stdout.close()
+    proc.wait()
+
+
+def _unquote(path: bytes) -> str:
+    """A path as git prints it: C-quoted when it holds unusual bytes (core.quotePath)."""
+    if path.startswith(b'"') and path.endswith(b'"'):
+        path = codecs.escape_decode(path[1:-1])[0]
+    return path.decode("utf-8", "surrogateescape")
+
+
+class _Spool:
+    """Processes piped into one another, the last writing to a temporary file."""
+
+    def __init__(self, stack: ExitStack, git: _Git, *commands: tuple[str, ...]) -> None:
+        self.out = stack.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 -- the stack closes it
+        self.procs: list[subprocess.Popen[bytes]] = []
+        feed: IO[bytes] | None = None
+        for i, args in enumerate(commands):
+            sink: int | IO[bytes] = self.out if i == len(commands) - 1 else subprocess.PIPE
+            if args[0] == "git":
+                proc = git.popen(*args[1:], stdout=sink, stdin=feed)
+            else:
+                proc = subprocess.Popen(
+                    args, stdin=feed, stdout=sink, stderr=subprocess.DEVNULL, env=git.env
+                )
+            if feed is not None:
+                feed.close()  # the next process owns it now
+            feed = proc.stdout
+            self.procs.append(proc)
+            stack.callback(_stop, proc)
+
+    def result(self) -> IO[bytes]:
+        for proc in self.procs:
+            proc.wait()
+        self.out.seek(0)
+        return self.out
+
+
+class _Commits:
+    """The task's subtask commits reachable from HEAD, oldest first, as the log names them.
+
+    Harness makes each commit just before the subagent_diffs_applied naming it, so the two
+    come in the same order and one pass matches them; a commit met early is kept aside.
+    """
+
+    def __init__(self, git: _Git) -> None:
+        self.git = git
+        self.head: str | None = None
+        self.records: Iterator[bytes] = iter(())
+        self.aside: dict[str, dict[str, str]] = {}
+        self.lookups = 0
+
+    def start(self, stack: ExitStack, task_id: str, head: str | None) -> None:
+        self.head = head
+        if head is not None:
+            git = self.git
+            proc = git.popen(
+                "log",
+                "-z",
+                "--reverse",
+                "--topo-order",
+                "--format=%H%x00%B",
+                "--all-match",
+                "-F",
+                "--grep=Harness-Call-Id: ",
+                f"--grep=Harness-Task: {task_id}",
+                head,
+            )
+            stack.callback(_stop, proc)
+            assert proc.stdout is not None
+            self.records = _split(proc.stdout)
+
+    def trailers(self, commit: str) -> dict[str, str] | str:
+        """The commit's Harness trailers, or why it is not a commit of this record."""
+        if commit in self.aside:
+            return self.aside.pop(commit)
+        for sha in self.records:
+            found = repo.trailers(next(self.records, b"").decode("utf-8", "replace"))
+            if sha.decode() == commit:
+                return found
+            self.aside[sha.decode()] = found
+        return self.elsewhere(commit)
+
+    def elsewhere(self, commit: str) -> dict[str, str] | str:
+        """Ask git about a commit outside the stream; a few times only, a process each."""
+        self.lookups += 1
+        if self.head is None:
+            return "cannot be on HEAD: the repository has no commits"
+        if self.lookups > _CAP:
+            return f"is no commit of this task reachable from {self.head[:_SHORT]}"
+        if self.git.run("cat-file", "-e", f"{commit}^{{commit}}")[0] != 0:
+            return "does not exist"
+        if self.git.run("merge-base", "--is-ancestor", commit, self.head)[0] != 0:
+            return "is not an ancestor of HEAD"
+        return repo.trailers(self.git.run("log", "-1", "--format=%B", commit)[1].decode())
+
+
+# -- the plan --------------------------------------------------------------------------------
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODE = json.JSONDecoder(parse_constant=_no_constant).raw_decode
+
+
+def _plan_members(text: str) -> Iterator[tuple[str | None, Any]]:
+    """plan.json's top-level members as (key, value), except that each element of
+    `subtasks` comes alone as (None, element): the whole plan as Python objects costs
+    about 1.4 KB per subtask, which the audit of a large task must not spend at once."""
+    pos = _after(text, 0, "{")
+    more = not text.startswith("}", pos)
+    pos = pos if more else _skip(text, pos + 1)
+    while more:
+        key, pos = _DECODE(text, pos)
+        if not isinstance(key, str):
+            raise ValueError(f"expected a key before character {pos}")
+        pos = _after(text, pos, ":")
+        if key == "subtasks" and text.startswith("[", pos):
+            yield key, []
+            pos = _after(text, pos, "[")
+            item = not text.startswith("]", pos)
+            pos = pos if item else _skip(text, pos + 1)
+            while item:
+                value, pos = _DECODE(text, pos)
+                yield None, value
+                item = _separator(text, pos, ",]") == ","
+                pos = _after(text, pos, ",]")
+        else:
+            value, pos = _DECODE(text, pos)
+            yield key, value
+            pos = _skip(text, pos)
+        more = _separator(text, pos, ",}") == ","
+        pos = _after(text, pos, ",}")
+    if pos != len(text):
+        raise ValueError(f"extra data at character {pos}")
+
+
+def _skip(text: str, pos: int) -> int:
+    found = _SPACE.match(text, pos)
+    return pos if found is None else found.end()
+
+
+def _separator(text: str, pos: int, chars: str) -> str:
+    pos = _skip(text, pos)
+    found = text[pos : pos + 1]
+    if not found or found not in chars:
+        raise ValueError(f"expected {' or '.join(chars)} at character {pos}")
+    return found
+
+
+def _after(text: str, pos: int, chars: str) -> int:
+    """The position after the separator at `pos` (one of `chars`) and the space after it."""
+    _separator(text, pos, chars)
+    return _skip(text, _skip(text, pos) + 1)
+
+
+# -- the audit -------------------------------------------------------------------------------
+
+
+class _Audit:
+    def __init__(self, layout: Layout, task_id: str) -> None:
+        self.layout, self.task_id = layout, task_id
+        self.found = _Findings()
+        self.add = self.found.add
+        self.git = _Git(layout)
+        self.commits = _Commits(self.git)
+        self.tasks_dir, self.exchanges_dir = (
+            d.relative_to(layout.root).as_posix()
+            for d in (layout.task_dir(task_id), layout.exchanges(task_id))
+        )
+        # Subtask id -> the globs its token must cover; None when the plan is unreadable.
+        self.scopes: dict[str, tuple[str, ...]] | None = None
+        self.tokens: dict[str, tokens.Token] | None = None
+        self.covered: dict[tuple[str, tuple[str, ...]], bool] = {}
+        self.shots: dict[str, tuple[int, str, str]] = {}  # one-shot token: seq, call, commit
+        self.done: dict[str, int] = {}  # subtask -> its step_completed
+        self.active: dict[str, _Step] = {}
+        # call_id -> its subagent_invoked and its outcome in the log ("ok", the failure's
+        # kind, or "" while none): one small entry per call, checked with the exchanges.
+        self.calls: dict[str, tuple[int, str]] = {}
+        self.blocked_at: int | None = None
+        self.completed_at: int | None = None
+        self.started_at: int | None = None
+        self.events = 0
+        self.handlers: dict[str, Callable[[int, _Event, str, _Step, dict[str, Any]], None]] = {
+            "subagent_invoked": self.invoked,
+            "subagent_succeeded": self.outcome,
+            "subagent_failed": self.outcome,
+            "subagent_retried": self.retried,
+            "subagent_diffs_applied": self.applied,
+            "step_completed": self.step_completed,
+            "step_failed": self.step_failed,
+            **dict.fromkeys(_CHECK_PASSED, self.check_passed),
+            **dict.fromkeys(_CHECK_FAILED, self.check_failed),
+        }
+
+    def run(self) -> Report:
+        code, out = self.git.run("rev-parse", "--verify", "-q", "HEAD^{commit}")
+        head = out.decode().strip() if code == 0 else None
+        anchor, anchor_head = self.anchor(head)
+        with ExitStack() as stack:
+            diff = untracked = blobs = None
+            if anchor is not None:
+                paths = (f"{self.tasks_dir}/", f"{self.exchanges_dir}/")
+                diff = _Spool(
+                    stack,
+                    self.git,
+                    ("git", "diff", "--name-only", "-z", "--no-renames", anchor, "--", *paths),
+                )
+                untracked = _Spool(
+                    stack, self.git, ("git", "ls-files", "--others", "-z", "--", *paths)
+                )
+                blobs = self.exchange_blobs(stack, anchor)
+            self.commits.start(stack, self.task_id, head)
+            self.read_plan()
+            self.read_tokens()
+            anchored = self.read_log(anchor_head)
+            if anchor_head is not None and anchored is None:
+                self.add(
+                    "record",
+                    None,
+                    f"log head {anchor_head[:_SHORT]} recorded by commit {_short(anchor)} is no "
+                    "line of the log: it was truncated or rewritten",
+                )
+            dirty: set[str] = set()
+            if diff is not None and untracked is not None and blobs is not None:
+                dirty = self.differences(str(anchor), diff, "differs from")
+                dirty |= self.differences(str(anchor), untracked, "is not in")
+                self.exchanges_in_git(blobs.result(), dirty)
+            else:
+                folder = self.layout.exchanges(self.task_id)
+                dirty = set(os.listdir(folder)) if folder.is_dir() else set()
+            self.exchanges_on_disk(dirty)
+        for call, (seq, _) in sorted(self.calls.items(), key=lambda kv: kv[1][0]):
+            self.add("exchange", seq, f"exchange {call[:_SHORT]} is missing")
+        self.check_spent()
+        return Report(self.task_id, self.events, self.found.result())
+
+    # -- the last harness commit -------------------------------------------------------------
+
+    def anchor(self, head: str | None) -> tuple[str | None, str | None]:
+        """The latest commit on HEAD carrying `Harness-Task: <task>`, and its log head."""
+        if head is None:
+            if self.layout.log(self.task_id).exists():
+                self.add("record", None, "the repository has no commits")
+            return None, None
+        pattern = f"^Harness-Task: {self.task_id.replace('.', '[.]')}[[:space:]]*$"
+        _, out = self.git.run(
+            "log", "-1", "-z", "--format=%H%x00%B", "-E", f"--grep={pattern}", head
+        )
+        sha, _, body = out.decode("utf-8", "replace").partition("\0")
+        found = repo.trailers(body)
+        if not sha or found.get("Harness-Task") != self.task_id:
+            if self.layout.log(self.task_id).exists():  # a task never run has no record yet
+                self.add("record", None, f"no commit on HEAD carries Harness-Task: {self.task_id}")
+            return None, None
+        log_head = found.get("Harness-Log-Head")
+        if log_head is None:
+            self.add("record", None, f"commit {sha[:_SHORT]} carries no Harness-Log-Head")
+        return sha, log_head
+
+    def differences(self, anchor: str, spool: _Spool, how: str) -> set[str]:
+        """Report the files git listed as differing from the last harness commit; return
+        the exchange folders they are in, whose files must be read from disk, not git."""
+        prefix = self.exchanges_dir + "/"
+        dirty = set()
+        for raw in _split(spool.result()):
+            path = raw.decode("utf-8", "surrogateescape")
+            self.add("record", None, f"{path} {how} the last harness commit {anchor[:_SHORT]}")
+            if path.startswith(prefix):
+                dirty.add(path[len(prefix) :].partition("/")[0])
+        return dirty
+
+    # -- plan and tokens ---------------------------------------------------------------------
+
+    def read_plan(self) -> None:
+        path = self.layout.plan(self.task_id)
+        label = f"{self.tasks_dir}/plan.json"
+        if not path.exists():
+            self.add("plan", None, f"{label}: file not found")
+            return
+        item = schemas.fast_validator("plan", "/properties/subtasks/items")
+        head: dict[str, Any] = {}
+        scopes: dict[str, tuple[str, ...]] = {}
+        shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct scope
+        first: list[Any] = []
+        try:
+            for key, value in _plan_members(path.read_text("utf-8")):
+                if key is not None:
+                    head[key] = value
+                    continue
+                item(value, name_prefix=f"$.subtasks[{len(scopes)}]")
+                if value["id"] in scopes:
+                    self.add("plan", None, f"{label}: duplicate subtask id {value['id']!r}")
+                    return
+                globs = (*scope.as_list(value["write_scope"]), *value.get("creates", ()))
+                scopes[value["id"]] = shared.setdefault(globs, globs)
+                first = first or [value]
+        except fastjsonschema.JsonSchemaValueException as exc:
+            self.add("plan", None, f"{label}: {exc.message}")
+            return
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.add("plan", None, f"{label}: invalid JSON: {exc}")
+            return
+        # The members besides the subtasks, checked with one subtask standing for them all.
+        problem = schemas.problem(
+            "plan", {**head, "subtasks": first} if "subtasks" in head else head
+        )
+        if problem is not None:
+            self.add("plan", None, f"{label}: {problem}")
+        elif head["task_id"] != self.task_id:
+            self.add("plan", None, f"{label}: $.task_id: {head['task_id']!r} is not this task")
+        else:
+            self.scopes = scopes
+
+    def read_tokens(self) -> None:
+        try:
+            known = tokens.load(self.layout.tokens, self.layout.root)
+        except InvalidInput as exc:
+            self.add("token", None, str(exc))
+            return
+        self.tokens = {t.id: t for t in known}
+
+    # -- the log -----------------------------------------------------------------------------
+
+    def read_log(self, anchor_head: str | None) -> int | None:
+        """Check every line; return the line whose hash is the recorded log head, if any."""
+        path = self.layout.log(self.task_id)
+        if not path.exists():
+            return None
+        loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
+        sha256, validate = hashlib.sha256, schemas.fast_validator("progress-event")
+        invalid = fastjsonschema.JsonSchemaException
+        add, task_id, dispatch = self.add, self.task_id, self.dispatch
+        prev, expected, anchored, index = GENESIS, 0, None, -1
+        with path.open("rb") as fh:
+            for index, raw in enumerate(fh):
+                if raw.endswith(b"\n"):
+                    line = raw[:-1]
+                else:
+                    line = raw
+                    add("line", index, "the last line has no newline: an interrupted write")
+                digest = sha256(line).hexdigest()
+                if digest == anchor_head:
+                    anchored = index
+                try:
+                    event = loads(line)
+                    validate(event)
+                except orjson.JSONDecodeError:
+                    add("line", index, "not JSON")
+                    prev, expected = digest, expected + 1  # as if it held the next seq
+                    continue
+                except invalid:
+                    add("line", index, partial(_schema_problem, event))
+                    prev, expected = digest, expected + 1
+                    continue
+                if dumps(event, option=sort) != line:
+                    add("line", index, "not canonical: harness writes sorted keys, no spaces")
+                seq = event["seq"]
+                if seq != expected:
+                    add("chain", index, f"seq is {seq}, expected {expected}")
+                expected = seq + 1  # resynchronised, so that one gap is one finding
+                if event["prev"] != prev:
+                    what = f"line {index - 1}" if index else "the genesis hash"
+                    add("chain", index, f"prev does not match the hash of {what}")
+                if event["task_id"] != task_id:
+                    add("line", index, f"task_id is {event['task_id']!r}, not {task_id!r}")
+                dispatch(index, event)
+                prev = digest
+        self.events = index + 1
+        for step, st in sorted(self.active.items()):
+            if st.open:
+                self.add("order", st.invoked_at, f"call {_short(st.call)} of {step} has no outcome")
+        return anchored
+
+    def dispatch(self, i: int, ev: _Event) -> None:
+        name = ev["event"]
+        if i == 0 and name != "task_started":
+            self.add("order", i, "the log does not begin with task_started")
+        if self.completed_at is not None:
+            self.add("order", i, f"{name} after task_completed (seq {self.completed_at})")
+        if self.blocked_at is not None and name != "blocker_resolved":
+            self.add("order", i, f"{name} while the task is blocked (seq {self.blocked_at})")
+        handler = self.handlers.get(name)
+        if handler is None:
+            self.task_event(i, ev, name)
+            return
+        step = ev.get("step")
+        if step is None:
+            self.add("order", i, f"{name} names no step")
+            return
+        if self.scopes is not None and step not in self.scopes:
+            self.add("plan", i, f"step {step} is not a subtask of the plan")
+        if step in self.done:
+            self.add(
+                "order", i, f"{name} for {step} after its step_completed (seq {self.done[step]})"
+            )
+            return
+        st = self.active.get(step)
+        if st is None:
+            st = self.active[step] = _Step()
+        elif st.failed_at is not None:
+            self.add("order", i, f"{name} for {step} after its step_failed (seq {st.failed_at})")
+        handler(i, ev, step, st, ev.get("details", _NO_DETAILS))
+        st.last = name
+
+    def task_event(self, i: int, ev: _Event, name: str) -> None:
+        if name == "task_started":
+            if self.started_at is not None:
+                self.add("order", i, f"task_started again (first at seq {self.started_at})")
+            else:
+                self.started_at = i
+        elif name == "task_completed":
+            missing = [] if self.scopes is None else [s for s in self.scopes if s not in self.done]
+            if missing:
+                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+                self.add("order", i, f"task_completed before {len(missing)} subtask(s): {shown}")
+            if self.completed_at is None:
+                self.completed_at = i
+        elif name == "blocker_encountered":
+            self.blocked_at = i
+        elif name == "blocker_resolved":
+            if self.blocked_at is None:
+                self.add("order", i, "blocker_resolved while the task is not blocked")
+            self.blocked_at = None
+            for step, st in sorted(self.active.items()):
+                if st.open:
+                    self.add(
+                        "order", st.invoked_at, f"call {_short(st.call)} of {step} has no outcome"
+                    )
+            self.active.clear()  # a new epoch: every unfinished subtask starts afresh
+
+    # -- a subtask's events ------------------------------------------------------------------
+
+    def invoked(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
+        call = d.get("call_id")
+        if not isinstance(call, str):
+            self.add("order", i, "subagent_invoked names no details.call_id")
+            return
+        if st.open:
+            self.add("order", i, f"subagent_invoked while call {_short(st.call)} has no outcome")
+        elif st.call is not None:
+            self.add("order", i, f"a second subagent_invoked in attempt {st.attempt}")
+        if d.get("attempt") != st.attempt:
+            self.add("order", i, f"details.attempt is {d.get('attempt')!r}, not {st.attempt}")
+        st.fresh()
+        st.call, st.token, st.open, st.invoked_at = call, d.get("token"), True, i
+        if call in self.calls:
+            self.add(
+                "order", i, f"call {call[:_SHORT]} was invoked before (seq {self.calls[call][0]})"
+            )
+        else:
+            self.calls[call] = (i, "")
+        if st.token is not None:
+            self.use_token(i, ev, step, st.token, "invoked")
+
+    def outcome(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
+        name = ev["event"]
+        if not st.open or st.call is None or d.get("call_id") != st.call:
+            self.add(
+                "order", i, f"{name} for call {_short(d.get('call_id'))}, which awaits no outcome"
+            )
+            return
+        st.open = False
+        if name == "subagent_succeeded":
+            st.succeeded = True
+            said = "ok"
+        else:
+            said = str(d.get("kind"))
+            st.failure, st.retryable = f"{name} ({said})", state.retryable(ev)
+        self.calls[st.call] = (self.calls[st.call][0], said)
+
+    def check_passed(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
+        self.after_success(i, ev["event"], st)
+
+    def check_failed(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
+        self.after_success(i, ev["event"], st)
+        st.failure, st.retryable = ev["event"], state.retryable(ev)
+
+    def after_success(self, i: int, name: str, st: _Step) -> bool:
+        """Checks, commits and completion need the attempt's call to have succeeded."""
+        if not st.succeeded:
+            self.add("order", i, f"{name} before a subagent_succeeded in attempt {st.attempt}")
+            return False
+        if st.failure is not None:
+            self.add("order", i, f"{name} after {st.failure} in the same attempt")
+            return False
+        return True
+
+    def retried(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
+        if st.attempt >= 2:
+            self.add(
+                "order",
+                i,
+                "a second subagent_retried since the last blocker_resolved (attempt 2 is the last)",
+            )
+        elif st.last not in state.FAILURES or not st.retryable:
+            after = st.failure if st.last in state.FAILURES else (st.last or "nothing")
+            self.add("order", i, f"subagent_retried after {after}, not a retryable failure")
+        st.attempt += 1
+        st.fresh()
+
+    def applied(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
+        call, commit, token = d.get("call_id"), d.get("commit"), d.get("token")
+        if call != st.call or not st.succeeded:
+            self.add(
+                "order",
+                i,
+                f"subagent_diffs_applied without subagent_succeeded of call {_short(call)}",
+            )
+        else:
+            self.after_success(i, "subagent_diffs_applied", st)
+        if st.applied is not None:
+            self.add("order", i, f"a second subagent_diffs_applied in attempt {st.attempt}")
+        st.applied = commit
+        self.check_commit(i, ev, step, call, commit)
+        if token != st.token:
+            self.add("token", i, f"token {token} is not {st.token}, the call's token")
+        if not isinstance(token, str):
+            return
+        self.use_token(i, ev, step, token, "applied")
+        found = (self.tokens or {}).get(token)
+        if found is not None and found.one_shot:
+            first = self.shots.get(token)
+            if first is not None:
+                self.add(
+                    "token", i, f"one-shot token {token} applied again (first at seq {first[0]})"
+                )
+            else:
+                self.shots[token] = (i, str(call), str(commit))
+
+    def step_completed(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
+        if st.open:
+            self.add("order", i, f"step_completed while call {_short(st.call)} has no outcome")
+        elif self.after_success(i, "step_completed", st):
+            if d.get("call_id") != st.call:
+                self.add(
+                    "order",
+                    i,
+                    f"step_completed names call {_short(d.get('call_id'))}, not {_short(st.call)}",
+                )
+            if d.get("commit") != st.applied:
+                self.add(
+                    "order",
+                    i,
+                    f"step_completed names commit {_short(d.get('commit'))}, "
+                    f"but the attempt applied {_short(st.applied)}",
+                )
+        self.done[step] = i
+        del self.active[step]
+
+    def step_failed(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
+        if st.open:
+            self.add("order", i, f"step_failed while call {_short(st.call)} has no outcome")
+        st.failed_at = i
+
+    # -- commits and tokens ------------------------------------------------------------------
+
+    def check_commit(self, i: int, ev: _Event, step: str, call: object, commit: object) -> None:
+        if not isinstance(commit, str) or not _HEX40.match(commit):
+            self.add("commit", i, f"details.commit {commit!r} is not a commit id")
+            return
+        found = self.commits.trailers(commit)
+        if isinstance(found, str):
+            self.add("commit", i, f"commit {commit[:_SHORT]} {found}")
+            return
+        wanted = {
+            "Harness-Task": self.task_id,
+            "Harness-Subtask": step,
+            "Harness-Call-Id": call,
+            "Harness-Log-Head": ev["prev"],
+        }
+        for key, value in wanted.items():
+            if found.get(key) != value:
+                self.add(
+                    "commit",
+                    i,
+                    f"commit {commit[:_SHORT]} has {key}: {_short(found.get(key, 'none'))}, "
+                    f"not {_short(value)}",
+                )
+
+    def use_token(self, i: int, ev: _Event, step: str, token_id: object, what: str) -> None:
+        """The token existed, covered the subtask and had not expired when it was used."""
+        if self.tokens is None:
+            return  # the token file is unreadable, which is a finding already
+        token = self.tokens.get(token_id) if isinstance(token_id, str) else None
+        if token is None:
+            self.add("token", i, f"token {token_id} is not in ai/agents/write_tokens.json")
+            return
+        # Both are schema-checked timestamps of one fixed width, so text order is time order.
+        if ev["ts"][:19] >= token.expires[:19]:
+            self.add(
+                "token",
+                i,
+                f"token {token.id} {what} at {ev['ts']}, after it expired at {token.expires}",
+            )
+        globs = None if self.scopes is None else self.scopes.get(step)
+        if globs is None:
+            return
+        key = (token.id, globs)
+        if key not in self.covered:
+            self.covered[key] = token.covers(globs)
+        if not self.covered[key]:
+            self.add("token", i, f"token {token.id} does not cover {', '.join(globs)}")
+
+    def check_spent(self) -> None:
+        """A one-shot token's spent mark names the call and commit that applied it here."""
+        for token in sorted((self.tokens or {}).values(), key=lambda t: t.id):
+            mark, used = token.spent, self.shots.get(token.id)
+            if not token.one_shot or mark is None:
+                continue
+            if mark["task_id"] != self.task_id:
+                if used is not None:
+                    self.add(
+                        "token",
+                        used[0],
+                        f"one-shot token {token.id} is marked spent by task {mark['task_id']}",
+                    )
+            elif used is None:
+                self.add(
+                    "token",
+                    None,
+                    f"one-shot token {token.id} is marked spent by call "
+                    f"{mark['call_id'][:_SHORT]}, which this log never applied",
+                )
+            elif (mark["call_id"], mark["commit"]) != used[1:]:
+                self.add(
+                    "token",
+                    used[0],
+                    f"one-shot token {token.id} is marked spent by commit "
+                    f"{mark['commit'][:_SHORT]}, not {used[2][:_SHORT]}",
+                )
+
+    # -- exchanges ---------------------------------------------------------------------------
+
+    def exchange_blobs(self, stack: ExitStack, anchor: str) -> _Spool:
+        """Every exchange file at `anchor`, as `<type> <size> <mode> <path>` then its content,
+        written by git to a file. awk turns ls-tree's lines into cat-file's requests (object
+        first, the rest echoed back; `ls-tree --format` needs git 2.36) and drops verify/
+        evidence, which no hash covers; a path git had to quote passes, for the reader."""
+        prefix = f"{self.exchanges_dir}/"
+        literal = "".join(c if c.isalnum() or c in "/_-" else f"[{c}]" for c in prefix)
+        request = '$2 !~ skip { split($1, m, " "); print m[3] " " m[1] " " $2 }'
+        return _Spool(
+            stack,
+            self.git,
+            ("git", "ls-tree", "-r", anchor, "--", prefix),
+            ("awk", "-F", "\t", "-v", f"skip=^{literal}[^/]+/{exchanges.VERIFY}/", request),
+            ("git", "cat-file", "--batch=%(objecttype) %(objectsize) %(rest)"),
+        )
+
+    def exchanges_in_git(self, blobs: IO[bytes], dirty: set[str]) -> None:
+        """Each folder git holds, but those the working tree changed, as exchanges.load
+        would judge it; git lists a folder's files together, so one folder at a time."""
+        prefix = len(self.exchanges_dir) + 1
+        current, meta, hashes = "", None, dict[str, str]()
+        for header in blobs:
+            fields = header.rstrip(b"\n").split(b" ", 3)
+            if len(fields) != 4:  # "<object> missing": no content follows
+                self.add(
+                    "exchange",
+                    None,
+                    f"git lacks object {fields[0][:_SHORT].decode()} of an exchange",
+                )
+                continue
+            _, size, mode, path = fields
+            data = blobs.read(int(size))
+            blobs.read(1)  # the newline after the content
+            name, _, inner = _unquote(path)[prefix:].partition("/")
+            if name != current:
+                if current and current not in dirty:
+                    self.exchange(current, meta, hashes)
+                current, meta, hashes = name, None, {}
+            if name in dirty:
+                continue
+            if not inner:
+                self.add("exchange", None, f"{self.exchanges_dir}/{name} is not an exchange folder")
+                current = ""
+            elif mode not in _REGULAR:
+                hashes[inner] = f"not a regular file (mode {mode.decode()})"
+            elif inner == exchanges.META:
+                meta = data
+            elif inner.partition("/")[0] != exchanges.VERIFY:
+                hashes[inner] = hashlib.sha256(data).hexdigest()
+        if current and current not in dirty:
+            self.exchange(current, meta, hashes)
+
+    def exchanges_on_disk(self, names: set[str]) -> None:
+        folder = self.layout.exchanges(self.task_id)
+        for name in sorted(names):
+            path = folder / name
+            if path.is_dir():
+                meta = path / exchanges.META
+                data = meta.read_bytes() if meta.is_file() else None
+                self.exchange(name, data, exchanges._hashes(path))
+            elif path.exists():
+                self.add("exchange", None, f"{self.exchanges_dir}/{name} is not an exchange folder")
+
+    def exchange(self, name: str, meta: bytes | None, hashes: dict[str, str]) -> None:
+        """One exchange folder against the call the log made."""
+        entry = self.calls.pop(name, None)
+        if entry is None:
+            self.add(
+                "exchange", None, f"exchange folder {name[:_SHORT]} is named by no subagent_invoked"
+            )
+            return
+        seq, said = entry
+        recorded = _recorded_outcome(name, meta, hashes)
+        if isinstance(recorded, str):
+            self.add("exchange", seq, f"exchange {name[:_SHORT]}: {recorded}")
+            return
+        status, kind = recorded.get("status"), recorded.get("kind")
+        if said == "ok" and status != "ok":
+            self.add(
+                "exchange",
+                seq,
+                f"exchange {name[:_SHORT]} failed ({kind}), but the log says it succeeded",
+            )
+        elif said not in ("", "ok") and (status, kind) != ("error", said):
+            outcome = "succeeded" if status == "ok" else f"failed ({kind})"
+            self.add(
+                "exchange",
+                seq,
+                f"exchange {name[:_SHORT]} {outcome}, but the log says it failed ({said})",
+            )
+
+
+def _recorded_outcome(
+    name: str, meta: bytes | None, hashes: dict[str, str]
+) -> dict[str, Any] | str:
+    """The outcome meta.json records, or what is wrong with the folder (as exchanges.load
+    judges it: meta.json schema-valid, naming the folder, hashing every file but itself and
+    verify/)."""
+    if meta is None:
+        return "meta.json is missing"
+    try:
+        doc = orjson.loads(meta)
+    except orjson.JSONDecodeError:
+        return "meta.json is not JSON"
+    try:
+        schemas.fast_validator("exchange-meta")(doc)
+    except fastjsonschema.JsonSchemaException:
+        return f"meta.json: {schemas.problem('exchange-meta', doc)}"
+    if doc["call_id"] != name:
+        return f"meta.json names call {doc['call_id'][:_SHORT]}"
+    listed: dict[str, str] = doc.get("files", {})
+    if listed != hashes:
+        wrong = sorted(p for p in listed.keys() | hashes.keys() if listed.get(p) != hashes.get(p))
+        return f"files do not match meta.json: {', '.join(wrong[:5])}"
+    outcome: dict[str, Any] = doc["outcome"]
+    return outcome

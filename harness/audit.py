@@ -14,12 +14,9 @@ commits, oldest first, read in step with the log that names them in the same ord
 
 from __future__ import annotations
 
-import codecs
 import hashlib
-import json
 import os
 import re
-import subprocess
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -29,6 +26,7 @@ from functools import partial
 from typing import IO, Any
 
 import fastjsonschema
+import ijson
 import orjson
 
 from . import exchanges, repo, schemas, scope, state, tokens
@@ -143,94 +141,6 @@ class _Step:
         self.applied: object = None
 
 
-# -- git -------------------------------------------------------------------------------------
-
-
-class _Git:
-    """git processes set up like repo.Repo's (no hooks, C locale, UTC), whose output is
-    streamed or spooled to a file instead of held whole as repo.Repo.git holds it."""
-
-    def __init__(self, layout: Layout) -> None:
-        self.root = layout.root
-        self.env = {**os.environ, **repo._ENV}
-
-    def argv(self, args: tuple[str, ...]) -> list[str]:
-        return ["git", *repo._PREFIX, "-c", "core.quotePath=true", *args]
-
-    def popen(
-        self, *args: str, stdout: int | IO[bytes] = subprocess.PIPE, stdin: IO[bytes] | None = None
-    ) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            self.argv(args),
-            cwd=self.root,
-            env=self.env,
-            stdin=stdin,
-            stdout=stdout,
-            stderr=subprocess.DEVNULL,
-        )
-
-    def run(self, *args: str) -> tuple[int, bytes]:
-        done = subprocess.run(
-            self.argv(args), cwd=self.root, env=self.env, capture_output=True, check=False
-        )
-        return done.returncode, done.stdout
-
-
-def _split(stream: IO[bytes], sep: bytes = b"\0") -> Iterator[bytes]:
-    """Records of a stream, read 64 KiB at a time, never the whole output at once."""
-    rest = b""
-    while chunk := stream.read(1 << 16):
-        parts = (rest + chunk).split(sep)
-        rest = parts.pop()
-        yield from parts
-    if rest:
-        yield rest
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Reap a git process, killing it first if its output is no longer wanted."""
-    if proc.poll() is None:
-        proc.kill()
-    if proc.stdout is not None:
-        proc.stdout.close()
-    proc.wait()
-
-
-def _unquote(path: bytes) -> str:
-    """A path as git prints it: C-quoted when it holds unusual bytes (core.quotePath)."""
-    if path.startswith(b'"') and path.endswith(b'"'):
-        path = codecs.escape_decode(path[1:-1])[0]
-    return path.decode("utf-8", "surrogateescape")
-
-
-class _Spool:
-    """Processes piped into one another, the last writing to a temporary file."""
-
-    def __init__(self, stack: ExitStack, git: _Git, *commands: tuple[str, ...]) -> None:
-        self.out = stack.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 -- the stack closes it
-        self.procs: list[subprocess.Popen[bytes]] = []
-        feed: IO[bytes] | None = None
-        for i, args in enumerate(commands):
-            sink: int | IO[bytes] = self.out if i == len(commands) - 1 else subprocess.PIPE
-            if args[0] == "git":
-                proc = git.popen(*args[1:], stdout=sink, stdin=feed)
-            else:
-                proc = subprocess.Popen(
-                    args, stdin=feed, stdout=sink, stderr=subprocess.DEVNULL, env=git.env
-                )
-            if feed is not None:
-                feed.close()  # the next process owns it now
-            feed = proc.stdout
-            self.procs.append(proc)
-            stack.callback(_stop, proc)
-
-    def result(self) -> IO[bytes]:
-        for proc in self.procs:
-            proc.wait()
-        self.out.seek(0)
-        return self.out
-
-
 class _Commits:
     """The task's subtask commits reachable from HEAD, oldest first, as the log names them.
 
@@ -238,18 +148,19 @@ class _Commits:
     come in the same order and one pass matches them; a commit met early is kept aside.
     """
 
-    def __init__(self, git: _Git) -> None:
+    def __init__(self, git: repo.Repo) -> None:
         self.git = git
         self.head: str | None = None
-        self.records: Iterator[bytes] = iter(())
+        self.listing: repo.Spool | None = None
+        self.records: Iterator[bytes] | None = None
         self.aside: dict[str, dict[str, str]] = {}
         self.lookups = 0
 
     def start(self, stack: ExitStack, task_id: str, head: str | None) -> None:
         self.head = head
         if head is not None:
-            git = self.git
-            proc = git.popen(
+            self.listing = self.git.spool(
+                stack,
                 "log",
                 "-z",
                 "--reverse",
@@ -261,14 +172,13 @@ class _Commits:
                 f"--grep=Harness-Task: {task_id}",
                 head,
             )
-            stack.callback(_stop, proc)
-            assert proc.stdout is not None
-            self.records = _split(proc.stdout)
 
     def trailers(self, commit: str) -> dict[str, str] | str:
         """The commit's Harness trailers, or why it is not a commit of this record."""
         if commit in self.aside:
             return self.aside.pop(commit)
+        if self.records is None:
+            self.records = repo.split(self.listing.result()) if self.listing else iter(())
         for sha in self.records:
             found = repo.trailers(next(self.records, b"").decode("utf-8", "replace"))
             if sha.decode() == commit:
@@ -277,80 +187,45 @@ class _Commits:
         return self.elsewhere(commit)
 
     def elsewhere(self, commit: str) -> dict[str, str] | str:
-        """Ask git about a commit outside the stream; a few times only, a process each."""
+        """Ask git about a commit outside the listing; a few times only, a process each."""
         self.lookups += 1
         if self.head is None:
             return "cannot be on HEAD: the repository has no commits"
         if self.lookups > _CAP:
             return f"is no commit of this task reachable from {self.head[:_SHORT]}"
-        if self.git.run("cat-file", "-e", f"{commit}^{{commit}}")[0] != 0:
+        if self.git.try_git("cat-file", "-e", f"{commit}^{{commit}}")[0] != 0:
             return "does not exist"
-        if self.git.run("merge-base", "--is-ancestor", commit, self.head)[0] != 0:
+        if self.git.try_git("merge-base", "--is-ancestor", commit, self.head)[0] != 0:
             return "is not an ancestor of HEAD"
-        return repo.trailers(self.git.run("log", "-1", "--format=%B", commit)[1].decode())
+        return repo.trailers(self.git.try_git("log", "-1", "--format=%B", commit)[1])
 
 
 # -- the plan --------------------------------------------------------------------------------
 
-_SPACE = re.compile(r"[ \t\n\r]*")
 
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_DECODE = json.JSONDecoder(parse_constant=_no_constant).raw_decode
-
-
-def _plan_members(text: str) -> Iterator[tuple[str | None, Any]]:
+def _plan_members(fh: IO[bytes]) -> Iterator[tuple[str | None, Any]]:
     """plan.json's top-level members as (key, value), except that each element of
     `subtasks` comes alone as (None, element): the whole plan as Python objects costs
     about 1.4 KB per subtask, which the audit of a large task must not spend at once."""
-    pos = _after(text, 0, "{")
-    more = not text.startswith("}", pos)
-    pos = pos if more else _skip(text, pos + 1)
-    while more:
-        key, pos = _DECODE(text, pos)
-        if not isinstance(key, str):
-            raise ValueError(f"expected a key before character {pos}")
-        pos = _after(text, pos, ":")
-        if key == "subtasks" and text.startswith("[", pos):
-            yield key, []
-            pos = _after(text, pos, "[")
-            item = not text.startswith("]", pos)
-            pos = pos if item else _skip(text, pos + 1)
-            while item:
-                value, pos = _DECODE(text, pos)
-                yield None, value
-                item = _separator(text, pos, ",]") == ","
-                pos = _after(text, pos, ",]")
+    builder: ijson.ObjectBuilder | None = None
+    at = ""  # the prefix of the value being built
+    for prefix, event, value in ijson.parse(fh, use_float=True):
+        if builder is not None:
+            builder.event(event, value)
+            if prefix == at and event in ("end_map", "end_array"):
+                yield (None if at == "subtasks.item" else at), builder.value
+                builder = None
+        elif prefix == "":
+            if event not in ("start_map", "end_map", "map_key"):
+                raise ValueError("plan.json is not a JSON object")
+        elif prefix == "subtasks" and event in ("start_array", "end_array"):
+            if event == "start_array":
+                yield "subtasks", []
+        elif event in ("start_map", "start_array"):
+            builder, at = ijson.ObjectBuilder(), prefix
+            builder.event(event, value)
         else:
-            value, pos = _DECODE(text, pos)
-            yield key, value
-            pos = _skip(text, pos)
-        more = _separator(text, pos, ",}") == ","
-        pos = _after(text, pos, ",}")
-    if pos != len(text):
-        raise ValueError(f"extra data at character {pos}")
-
-
-def _skip(text: str, pos: int) -> int:
-    found = _SPACE.match(text, pos)
-    return pos if found is None else found.end()
-
-
-def _separator(text: str, pos: int, chars: str) -> str:
-    pos = _skip(text, pos)
-    found = text[pos : pos + 1]
-    if not found or found not in chars:
-        raise ValueError(f"expected {' or '.join(chars)} at character {pos}")
-    return found
-
-
-def _after(text: str, pos: int, chars: str) -> int:
-    """The position after the separator at `pos` (one of `chars`) and the space after it."""
-    _separator(text, pos, chars)
-    return _skip(text, _skip(text, pos) + 1)
+            yield (None if prefix == "subtasks.item" else prefix), value
 
 
 # -- the audit -------------------------------------------------------------------------------
@@ -361,7 +236,7 @@ class _Audit:
         self.layout, self.task_id = layout, task_id
         self.found = _Findings()
         self.add = self.found.add
-        self.git = _Git(layout)
+        self.git = repo.Repo(layout.root)
         self.commits = _Commits(self.git)
         self.tasks_dir, self.exchanges_dir = (
             d.relative_to(layout.root).as_posix()
@@ -394,21 +269,23 @@ class _Audit:
         }
 
     def run(self) -> Report:
-        code, out = self.git.run("rev-parse", "--verify", "-q", "HEAD^{commit}")
-        head = out.decode().strip() if code == 0 else None
+        try:
+            return self.check()
+        finally:
+            self.git.close()
+
+    def check(self) -> Report:
+        code, out, _ = self.git.try_git("rev-parse", "--verify", "-q", "HEAD^{commit}")
+        head = out.strip() if code == 0 else None
         anchor, anchor_head = self.anchor(head)
         with ExitStack() as stack:
             diff = untracked = blobs = None
             if anchor is not None:
                 paths = (f"{self.tasks_dir}/", f"{self.exchanges_dir}/")
-                diff = _Spool(
-                    stack,
-                    self.git,
-                    ("git", "diff", "--name-only", "-z", "--no-renames", anchor, "--", *paths),
+                diff = self.git.spool(
+                    stack, "diff", "--name-only", "-z", "--no-renames", anchor, "--", *paths
                 )
-                untracked = _Spool(
-                    stack, self.git, ("git", "ls-files", "--others", "-z", "--", *paths)
-                )
+                untracked = self.git.spool(stack, "ls-files", "--others", "-z", "--", *paths)
                 blobs = self.exchange_blobs(stack, anchor)
             self.commits.start(stack, self.task_id, head)
             self.read_plan()
@@ -444,10 +321,10 @@ class _Audit:
                 self.add("record", None, "the repository has no commits")
             return None, None
         pattern = f"^Harness-Task: {self.task_id.replace('.', '[.]')}[[:space:]]*$"
-        _, out = self.git.run(
+        _, out, _ = self.git.try_git(
             "log", "-1", "-z", "--format=%H%x00%B", "-E", f"--grep={pattern}", head
         )
-        sha, _, body = out.decode("utf-8", "replace").partition("\0")
+        sha, _, body = out.partition("\0")
         found = repo.trailers(body)
         if not sha or found.get("Harness-Task") != self.task_id:
             if self.layout.log(self.task_id).exists():  # a task never run has no record yet
@@ -458,12 +335,12 @@ class _Audit:
             self.add("record", None, f"commit {sha[:_SHORT]} carries no Harness-Log-Head")
         return sha, log_head
 
-    def differences(self, anchor: str, spool: _Spool, how: str) -> set[str]:
+    def differences(self, anchor: str, spool: repo.Spool, how: str) -> set[str]:
         """Report the files git listed as differing from the last harness commit; return
         the exchange folders they are in, whose files must be read from disk, not git."""
         prefix = self.exchanges_dir + "/"
         dirty = set()
-        for raw in _split(spool.result()):
+        for raw in repo.split(spool.result()):
             path = raw.decode("utf-8", "surrogateescape")
             self.add("record", None, f"{path} {how} the last harness commit {anchor[:_SHORT]}")
             if path.startswith(prefix):
@@ -484,21 +361,22 @@ class _Audit:
         shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct scope
         first: list[Any] = []
         try:
-            for key, value in _plan_members(path.read_text("utf-8")):
-                if key is not None:
-                    head[key] = value
-                    continue
-                item(value, name_prefix=f"$.subtasks[{len(scopes)}]")
-                if value["id"] in scopes:
-                    self.add("plan", None, f"{label}: duplicate subtask id {value['id']!r}")
-                    return
-                globs = (*scope.as_list(value["write_scope"]), *value.get("creates", ()))
-                scopes[value["id"]] = shared.setdefault(globs, globs)
-                first = first or [value]
+            with path.open("rb") as fh:
+                for key, value in _plan_members(fh):
+                    if key is not None:
+                        head[key] = value
+                        continue
+                    item(value, name_prefix=f"$.subtasks[{len(scopes)}]")
+                    if value["id"] in scopes:
+                        self.add("plan", None, f"{label}: duplicate subtask id {value['id']!r}")
+                        return
+                    globs = (*scope.as_list(value["write_scope"]), *value.get("creates", ()))
+                    scopes[value["id"]] = shared.setdefault(globs, globs)
+                    first = first or [value]
         except fastjsonschema.JsonSchemaValueException as exc:
             self.add("plan", None, f"{label}: {exc.message}")
             return
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ijson.JSONError, ValueError, UnicodeDecodeError) as exc:
             self.add("plan", None, f"{label}: invalid JSON: {exc}")
             return
         # The members besides the subtasks, checked with one subtask standing for them all.
@@ -832,20 +710,23 @@ class _Audit:
 
     # -- exchanges ---------------------------------------------------------------------------
 
-    def exchange_blobs(self, stack: ExitStack, anchor: str) -> _Spool:
-        """Every exchange file at `anchor`, as `<type> <size> <mode> <path>` then its content,
-        written by git to a file. awk turns ls-tree's lines into cat-file's requests (object
-        first, the rest echoed back; `ls-tree --format` needs git 2.36) and drops verify/
-        evidence, which no hash covers; a path git had to quote passes, for the reader."""
+    def exchange_blobs(self, stack: ExitStack, anchor: str) -> repo.Spool:
+        """Every exchange file at `anchor` but the verify/ evidence (which no hash covers), as
+        `<type> <size> <mode> <path>` then its content, from one `git cat-file --batch`."""
         prefix = f"{self.exchanges_dir}/"
-        literal = "".join(c if c.isalnum() or c in "/_-" else f"[{c}]" for c in prefix)
-        request = '$2 !~ skip { split($1, m, " "); print m[3] " " m[1] " " $2 }'
-        return _Spool(
-            stack,
-            self.git,
-            ("git", "ls-tree", "-r", anchor, "--", prefix),
-            ("awk", "-F", "\t", "-v", f"skip=^{literal}[^/]+/{exchanges.VERIFY}/", request),
-            ("git", "cat-file", "--batch=%(objecttype) %(objectsize) %(rest)"),
+        listing = self.git.spool(stack, "ls-tree", "-r", "-z", anchor, "--", prefix).result()
+        requests = stack.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 -- the stack closes it
+        for entry in repo.split(listing):
+            info, _, path = entry.partition(b"\t")
+            mode, _, obj = info.split(b" ", 2)
+            inner = path[len(prefix) :].split(b"/")
+            if b"\n" in path:
+                self.add("exchange", None, f"{path!r} is no path harness writes")
+            elif len(inner) < 3 or inner[1] != exchanges.VERIFY.encode():
+                requests.write(b"%s %s %s\n" % (obj, mode, path))
+        requests.seek(0)
+        return self.git.spool(
+            stack, "cat-file", "--batch=%(objecttype) %(objectsize) %(rest)", stdin=requests
         )
 
     def exchanges_in_git(self, blobs: IO[bytes], dirty: set[str]) -> None:
@@ -865,7 +746,7 @@ class _Audit:
             _, size, mode, path = fields
             data = blobs.read(int(size))
             blobs.read(1)  # the newline after the content
-            name, _, inner = _unquote(path)[prefix:].partition("/")
+            name, _, inner = path.decode("utf-8", "surrogateescape")[prefix:].partition("/")
             if name != current:
                 if current and current not in dirty:
                     self.exchange(current, meta, hashes)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import IO
 
 import git
 from git.exc import InvalidGitRepositoryError, NoSuchPathError
@@ -59,6 +63,11 @@ class Repo:
             strip_newline_in_stdout=False,
         )
         return int(code), str(out), str(err)
+
+    def spool(self, stack: ExitStack, *args: str, stdin: IO[bytes] | None = None) -> Spool:
+        """Start git in the background, its output going to a temporary file; for output
+        too large to hold, read once with Spool.result(). The stack reaps the process."""
+        return Spool(stack, self.root, args, stdin)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -232,6 +241,54 @@ class Repo:
         self.advance(self.branch(), made, head)
         self.git("reset", "-q", made, "--", *paths)
         return made
+
+
+class Spool:
+    """One git process writing to a temporary file (see Repo.spool)."""
+
+    def __init__(
+        self, stack: ExitStack, root: Path, args: Sequence[str], stdin: IO[bytes] | None
+    ) -> None:
+        self.out = stack.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 -- the stack closes it
+        self.proc = subprocess.Popen(
+            ["git", *_PREFIX, "-c", "core.quotePath=true", *args],
+            cwd=root,
+            env={**os.environ, **_ENV},
+            stdin=stdin if stdin is not None else subprocess.DEVNULL,
+            stdout=self.out,
+            stderr=subprocess.DEVNULL,
+        )
+        stack.callback(_reap, self.proc)
+
+    def result(self) -> IO[bytes]:
+        """The whole output, once git has finished, read from the start."""
+        self.proc.wait()
+        self.out.seek(0)
+        return self.out
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def split(stream: IO[bytes], sep: bytes = b"\0") -> Iterator[bytes]:
+    """Records of a stream, read 64 KiB at a time, never the whole output at once."""
+    rest = b""
+    while chunk := stream.read(1 << 16):
+        parts = (rest + chunk).split(sep)
+        rest = parts.pop()
+        yield from parts
+    if rest:
+        yield rest
+
+
+def unquote(path: bytes) -> str:
+    """A path as git prints it: C-quoted when it holds unusual bytes (core.quotePath)."""
+    if path.startswith(b'"') and path.endswith(b'"'):
+        path = codecs.escape_decode(path[1:-1])[0]
+    return path.decode("utf-8", "surrogateescape")
 
 
 def create(root: Path, branch: str, message: str, who: tuple[str, str], ts: str) -> None:

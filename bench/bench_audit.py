@@ -29,6 +29,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from bench_run import open_token
+
 from harness import clock, demo, files
 from harness.layout import Layout
 from harness.progress import GENESIS, line_hash
@@ -220,17 +222,7 @@ def generate(root: Path, subtasks: int) -> None:
     demo.build(root)
     layout = Layout(root)
     layout.config.write_text('[identity]\nname = "harness"\nemail = "harness@example.invalid"\n')
-    tokens = {
-        "tokens": [
-            {
-                "id": "W1",
-                "paths": ["notes/**"],
-                "expires": "2027-01-01T00:00:00Z",
-                "one_shot": False,
-            }
-        ]
-    }
-    files.atomic_write(layout.tokens, files.pretty(tokens))
+    open_token(layout)
     plan = {
         "task_id": TASK,
         "created": ts(0),

@@ -35,6 +35,21 @@ def patch(i: int) -> str:
     )
 
 
+def open_token(layout: Layout) -> None:
+    """One reusable token W1 over notes/**, valid well past the benchmarks' clock."""
+    tokens = {
+        "tokens": [
+            {
+                "id": "W1",
+                "paths": ["notes/**"],
+                "expires": "2027-01-01T00:00:00Z",
+                "one_shot": False,
+            }
+        ]
+    }
+    files.atomic_write(layout.tokens, files.pretty(tokens))
+
+
 def prepare(root: Path, n: int) -> Path:
     """The demo sample with no verify commands, a plan of n subtasks and their answers."""
     root.mkdir(parents=True)
@@ -57,17 +72,7 @@ def prepare(root: Path, n: int) -> Path:
         layout.plan("bench"),
         files.pretty({"task_id": "bench", "created": CLOCK, "subtasks": subtasks}),
     )
-    tokens = {
-        "tokens": [
-            {
-                "id": "W1",
-                "paths": ["notes/**"],
-                "expires": "2027-01-01T00:00:00Z",
-                "one_shot": False,
-            }
-        ]
-    }
-    files.atomic_write(layout.tokens, files.pretty(tokens))
+    open_token(layout)
     answers = [
         {
             "subtask": f"T{i}",

@@ -90,30 +90,20 @@ class ReplayLog(Log):
         seq = len(self.events)
         return self.recorded[seq] if seq < len(self.recorded) else None
 
-    def append(
-        self,
-        event: str,
-        status: str,
-        *,
-        step: str | None = None,
-        details: dict[str, Any] | None = None,
-        error: str | None = None,
-        agent: str = "harness",
-        ts: str | None = None,
-    ) -> dict[str, Any]:
-        found = self.next_record(event, status, step, details, error, agent, ts)
+    def write(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Hold the event the orchestrator built to the recorded one, then write that."""
         expected = self.expected
         if expected is None:
             raise RecordEnds
-        if _key(found) != _key(expected):
-            raise Diverged(len(self.events), describe(expected), describe(found))
-        return self.write(expected)
+        if _key(record) != _key(expected):
+            raise Diverged(len(self.events), describe(expected), describe(record))
+        return super().write(expected)
 
     def copy_expected(self) -> None:
         """Write the record's next line as it is (a person's `harness resume`)."""
         expected = self.expected
         assert expected is not None
-        self.write(expected)
+        super().write(expected)
 
 
 class RecordedChecks:

@@ -17,10 +17,10 @@ import orjson
 import pytest
 
 from harness import audit as audit_mod
-from harness import cli, demo, files
+from harness import cli, files
 from harness.progress import GENESIS, line_hash
 
-from .conftest import CLOCK, Sample, calc_patch, err, new_file_patch, ok, subtask
+from .conftest import CLOCK, Sample, calc_patch, completed_demo, err, new_file_patch, ok, subtask
 
 LOG = "ai/tasks/demo/progress.ndjson"
 IDENTITY = {
@@ -35,12 +35,7 @@ Event = dict[str, Any]
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo task run to completion once; each test damages a copy of it."""
-    root = tmp_path_factory.mktemp("recorded") / "repo"
-    root.mkdir()
-    demo.build(root)
-    res = Sample(root, root / "agents" / "script.json").cli("run", "demo")
-    assert res.returncode == 0, res.stderr
-    return root
+    return completed_demo(tmp_path_factory.mktemp("recorded")).root
 
 
 @pytest.fixture

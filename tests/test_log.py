@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import clock, demo, logview
+from harness import clock, logview
 
-from .conftest import CLOCK, Sample
+from .conftest import CLOCK, Sample, completed_demo
 
 Event = dict[str, Any]
 CALL = "dc09d7dba04f8477060dc292b5ec21fc748d01df40b530b92e9ef45090e80149"
@@ -110,13 +110,7 @@ def test_selected_filters_by_event_and_subtask() -> None:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Sample:
-    root = tmp_path_factory.mktemp("log") / "repo"
-    root.mkdir()
-    demo.build(root)
-    made = Sample(root, root / "agents" / "script.json")
-    res = made.cli("run", "demo")
-    assert res.returncode == 0, res.stderr
-    return made
+    return completed_demo(tmp_path_factory.mktemp("log"))
 
 
 def test_log_prints_a_line_per_event_in_order(recorded: Sample) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tempfile
@@ -53,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
         return 4
+    except BrokenPipeError:
+        # The reader (`harness log | head`) has all it wanted; nothing more is to be said,
+        # and Python must not try to flush into the closed pipe again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception:
         with tempfile.NamedTemporaryFile(
             "w", prefix="harness-crash-", suffix=".log", delete=False

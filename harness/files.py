@@ -36,10 +36,15 @@ def load_json(path: Path, schema: str, root: Path | None = None) -> Any:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write through a temporary file and rename, so readers never see half a file."""
+    """Write through a temporary file and rename, so readers never see half a file.
+
+    The file gets the mode a plain open() would give it (0666 less the umask), not
+    mkstemp's 0600: a report or a plan is for others to read too.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -49,6 +54,13 @@ def atomic_write(path: Path, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def _umask() -> int:
+    # The only way to read the umask is to set it; put it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def fsync_dir(path: Path) -> None:

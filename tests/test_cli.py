@@ -599,3 +599,36 @@ def test_plan_validate_refuses_an_impossible_criterion_and_accepts_its_twin(
     assert "subtask T1: acceptance 'line>=80'" in res.stderr and "80%" in res.stderr
     sample.write_plan([subtask("T1", acceptance=["line>=80%"])])
     assert sample.cli("plan", "validate", "demo").returncode == 0
+
+
+def test_output_cut_short_by_the_reader_is_no_crash(tmp_path: Path) -> None:
+    """`harness log demo | head -1`: a reader that stops early ends the command quietly."""
+    root = tmp_path / "d"
+    made = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "demo", "--dir", str(root)],
+        capture_output=True,
+        check=False,
+    )
+    assert made.returncode == 0
+    child = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "log", "demo", "--repo", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # long before the child, still importing, writes a line
+    with child.stderr:
+        err = child.stderr.read().decode()
+    assert child.wait(timeout=60) == 0, err
+    assert err == ""
+
+
+def test_written_files_follow_the_umask(tmp_path: Path) -> None:
+    from harness import files
+
+    old = os.umask(0o022)
+    try:
+        files.atomic_write(tmp_path / "report.html", b"x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "report.html").stat().st_mode & 0o777 == 0o644

@@ -12,6 +12,7 @@ re-run with `verify` and then held to the recorded verdicts.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -39,6 +40,7 @@ Event = dict[str, Any]
 # command lines, measurements) may differ between machines and is taken from the record.
 COMPARED = ("event", "step", "status")
 COMPARED_DETAILS = ("call_id", "commit", "check", "kind", "token")
+_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 class Diverged(Halted):
@@ -169,7 +171,7 @@ class Recording:
         if expected is None or expected["event"] != "subagent_invoked":
             return
         git, head = task.git, task.git.head()
-        base = str(expected["details"]["base"])
+        base = _commit_id(expected["details"].get("base"))
         if base == head:
             return
         between = git.try_git("rev-list", "--format=%B", f"{head}..{base}")
@@ -208,7 +210,7 @@ def replay(layout: Layout, task_id: str, verify: bool) -> Result:
     invoked = [e for e in recorded if e["event"] == "subagent_invoked"]
     source = repo.Repo(layout.root)
     try:
-        base = str(invoked[0]["details"]["base"]) if invoked else source.head()
+        base = _commit_id(invoked[0]["details"].get("base")) if invoked else source.head()
         if source.try_git("cat-file", "-e", f"{base}^{{commit}}")[0] != 0:
             raise InvalidInput(f"the recorded base {base[:12]} is not in this clone")
     finally:
@@ -233,6 +235,13 @@ def replay(layout: Layout, task_id: str, verify: bool) -> Result:
         str(e["details"]["commit"]) for e in recorded if e["event"] == "subagent_diffs_applied"
     ]
     return Result(task_id, base, len(recorded), commits, verify)
+
+
+def _commit_id(value: object) -> str:
+    """A recorded base, which must be a full commit id before git sees it."""
+    if not isinstance(value, str) or not _SHA.fullmatch(value):
+        raise InvalidInput(f"the record names base {str(value)[:40]!r}, which is no commit id")
+    return value
 
 
 def _run(task: orchestrator.Task, log: ReplayLog) -> None:
@@ -262,7 +271,10 @@ def _recorded(layout: Layout, task_id: str) -> list[Event]:
         raise InvalidInput(f"ai/tasks/{task_id}/plan.json: file not found")
     if not path.exists():
         raise InvalidInput(f"ai/tasks/{task_id}/progress.ndjson: nothing recorded to replay")
-    return Log(path, task_id, clock.SystemClock()).events  # read only: the clock is never read
+    events = Log(path, task_id, clock.SystemClock()).events  # read only: no clock is read
+    if not events:
+        raise InvalidInput(f"ai/tasks/{task_id}/progress.ndjson: nothing recorded to replay")
+    return events
 
 
 @contextmanager

@@ -185,6 +185,9 @@ def test_nothing_to_replay(sample: Sample) -> None:
     plan_two(sample)
     done = replay(sample)
     assert done.returncode == 2 and "nothing recorded" in done.stderr
+    (sample.root / "ai/tasks/demo/progress.ndjson").write_bytes(b"")
+    done = replay(sample)
+    assert done.returncode == 2 and "nothing recorded" in done.stderr
     assert sample.cli("replay", "nosuch").returncode == 2
 
 
@@ -226,3 +229,24 @@ def test_failed_exchanges_are_fed_back_not_reinvoked(sample: Sample, kind: str) 
     assert done.returncode == 0, done.stderr
     failed = next(e for e in sample.events() if e["event"] == "subagent_failed")
     assert orjson.loads(orjson.dumps(failed))["details"]["kind"] == kind
+
+
+@pytest.mark.parametrize("base", ["--upload-pack=touch /tmp/pwned", "HEAD~1", "0" * 40])
+def test_a_forged_base_is_refused_before_git_sees_it(sample: Sample, base: str) -> None:
+    """A log rewritten with a consistent chain but a hostile base: no option reaches git."""
+    from harness import files
+    from harness.progress import GENESIS, line_hash
+
+    stepped(sample)
+    events = sample.events()
+    events[1]["details"]["base"] = base
+    prev, lines = GENESIS, []
+    for event in events:
+        event["prev"] = prev
+        line = files.dumps(event)
+        lines.append(line + b"\n")
+        prev = line_hash(line)
+    (sample.root / "ai/tasks/demo/progress.ndjson").write_bytes(b"".join(lines))
+    done = replay(sample)
+    assert done.returncode == 2, done.stderr
+    assert "no commit id" in done.stderr or "not in this clone" in done.stderr

@@ -772,7 +772,7 @@ class _Audit:
             if path.is_dir():
                 meta = path / exchanges.META
                 data = meta.read_bytes() if meta.is_file() else None
-                self.exchange(name, data, exchanges._hashes(path))
+                self.exchange(name, data, exchanges.file_hashes(path))
             elif path.exists():
                 self.add("exchange", None, f"{self.exchanges_dir}/{name} is not an exchange folder")
 

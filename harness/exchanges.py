@@ -62,7 +62,7 @@ def commit(
         **meta,
         "call_id": call.call_id,
         "outcome": outcome_record,
-        "files": _hashes(staging),
+        "files": file_hashes(staging),
         "harness_version": __version__,
     }
     schemas.validate("exchange-meta", meta, f"exchange {call.call_id}")
@@ -87,12 +87,13 @@ def load(folder: Path) -> Exchange | None:
     except orjson.JSONDecodeError:
         raise InvalidInput(f"{label}: meta.json is not JSON") from None
     schemas.validate("exchange-meta", meta, f"{label}/meta.json")
-    if meta["call_id"] != folder.name or meta["files"] != _hashes(folder):
+    if meta["call_id"] != folder.name or meta["files"] != file_hashes(folder):
         raise InvalidInput(f"{label}: files do not match meta.json")
     return Exchange(folder, meta, (folder / "stdout.ndjson").read_bytes())
 
 
-def _hashes(folder: Path) -> dict[str, str]:
+def file_hashes(folder: Path) -> dict[str, str]:
+    """sha256 of every file meta.json covers: all but meta.json itself and verify/."""
     return {
         p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(folder.rglob("*"))

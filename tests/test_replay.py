@@ -250,3 +250,17 @@ def test_a_forged_base_is_refused_before_git_sees_it(sample: Sample, base: str) 
     done = replay(sample)
     assert done.returncode == 2, done.stderr
     assert "no commit id" in done.stderr or "not in this clone" in done.stderr
+
+
+def test_an_exchange_meta_without_its_hashes_is_refused_not_a_crash(sample: Sample) -> None:
+    stepped(sample)
+    first = next(e for e in sample.events() if e["event"] == "subagent_invoked")
+    meta = sample.root / "ai/exchanges/demo" / first["details"]["call_id"] / "meta.json"
+    doc = orjson.loads(meta.read_bytes())
+    del doc["files"]
+    meta.write_bytes(orjson.dumps(doc))
+    done = replay(sample)
+    assert done.returncode == 1, done.stderr
+    assert "meta.json" in done.stderr and "files" in done.stderr
+    audited = sample.cli("audit", "demo")
+    assert audited.returncode == 1 and "meta.json" in audited.stdout

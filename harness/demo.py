@@ -194,4 +194,10 @@ def run(where: Path | None, cli: Callable[[list[str]], int]) -> int:
     print(f"\nlog: {Layout(root).log('demo')}")
     print(f"exchanges: {Layout(root).exchanges('demo')}\n")
     cli(["status", "demo", "--repo", str(root)])
-    return code
+    if code != 0:
+        return code
+    # What the task's other two users do with it: an auditor checks the record, CI replays it.
+    print()
+    return cli(["audit", "demo", "--repo", str(root)]) or cli(
+        ["replay", "demo", "--repo", str(root)]
+    )

@@ -540,6 +540,8 @@ def test_demo_runs_offline_and_is_reproducible(tmp_path: Path) -> None:
         assert res.returncode == 0, res.stderr
         out = res.stdout
         assert "task demo complete" in out
+        assert "audit demo: 23 events, clean" in out
+        assert "replay demo: 23 events and 3 commits reproduced" in out
         for subject in (
             "localized-impl: Add a subtract function to src/calc.py",
             "test-author: Add tests for subtract",

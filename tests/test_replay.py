@@ -13,7 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import Sample, calc_patch, err, new_file_patch, ok, subtask
+from harness import files
+from harness.progress import GENESIS, line_hash
+from tests.conftest import Sample, calc_patch, err, new_file_patch, ok, scripted, subtask
 
 EXTRA = new_file_patch("src/extra.py", ["EXTRA = 2"])
 
@@ -44,6 +46,19 @@ def state_of(sample: Sample) -> tuple[str, str, str, str]:
     )
 
 
+@pytest.fixture(scope="module")
+def stepped_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return stepped(scripted(tmp_path_factory.mktemp("stepped"))).root
+
+
+@pytest.fixture
+def ran(stepped_once: Path, tmp_path: Path) -> Sample:
+    """A copy of the stepped run for a test to replay, or damage and replay."""
+    root = tmp_path / "repo"
+    shutil.copytree(stepped_once, root, symlinks=True)
+    return Sample(root, tmp_path / "script.json")
+
+
 def replay(sample: Sample, *args: str) -> subprocess.CompletedProcess[str]:
     return sample.cli("replay", "demo", *args)
 
@@ -60,23 +75,21 @@ def stepped(sample: Sample) -> Sample:
     return sample
 
 
-def test_stepped_run_is_reproduced_commit_for_commit(sample: Sample) -> None:
-    stepped(sample)
-    before = state_of(sample)
-    done = replay(sample)
+def test_stepped_run_is_reproduced_commit_for_commit(ran: Sample) -> None:
+    before = state_of(ran)
+    done = replay(ran)
     assert done.returncode == 0, done.stderr
-    assert f"{len(sample.events())} events and 2 commits reproduced" in done.stdout
-    for commit in commits_of(sample):
+    assert f"{len(ran.events())} events and 2 commits reproduced" in done.stdout
+    for commit in commits_of(ran):
         assert commit in done.stdout
     # the record commits between the subtasks were taken as recorded parents
-    parents = [sample.git("rev-parse", f"{c}^").strip() for c in commits_of(sample)]
-    assert sample.git("log", "-1", "--format=%s", parents[1]).strip() == "harness: record demo"
-    assert state_of(sample) == before
+    parents = [ran.git("rev-parse", f"{c}^").strip() for c in commits_of(ran)]
+    assert ran.git("log", "-1", "--format=%s", parents[1]).strip() == "harness: record demo"
+    assert state_of(ran) == before
 
 
-def test_verify_reruns_the_checks_and_still_reproduces(sample: Sample) -> None:
-    stepped(sample)
-    done = replay(sample, "--verify")
+def test_verify_reruns_the_checks_and_still_reproduces(ran: Sample) -> None:
+    done = replay(ran, "--verify")
     assert done.returncode == 0, done.stderr
     assert "checks re-run" in done.stdout
 
@@ -116,68 +129,62 @@ def test_a_partial_run_replays_as_far_as_it_went(sample: Sample) -> None:
     assert f"{len(sample.events())} events and 1 commits reproduced" in done.stdout
 
 
-def test_changed_identity_diverges_at_the_commit(sample: Sample) -> None:
-    stepped(sample)
-    config = sample.root / "ai/harness.toml"
+def test_changed_identity_diverges_at_the_commit(ran: Sample) -> None:
+    config = ran.root / "ai/harness.toml"
     config.write_text(config.read_text().replace('name = "harness"', 'name = "someone else"'))
-    done = replay(sample)
+    done = replay(ran)
     assert done.returncode == 1
-    first = next(e for e in sample.events() if e["event"] == "subagent_diffs_applied")
+    first = next(e for e in ran.events() if e["event"] == "subagent_diffs_applied")
     assert f"diverged at event {first['seq']}: expected subagent_diffs_applied" in done.stderr
     assert f"commit={first['details']['commit'][:12]}" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_edited_plan_diverges_at_the_first_call(sample: Sample) -> None:
-    stepped(sample)
-    plan = sample.read_json("ai/tasks/demo/plan.json")
+def test_edited_plan_diverges_at_the_first_call(ran: Sample) -> None:
+    plan = ran.read_json("ai/tasks/demo/plan.json")
     plan["subtasks"][0]["goal"] = "Something else"
-    sample.write_json("ai/tasks/demo/plan.json", plan)
-    done = replay(sample)
+    ran.write_json("ai/tasks/demo/plan.json", plan)
+    done = replay(ran)
     assert done.returncode == 1
     assert "diverged at event 1: expected subagent_invoked T1 pending" in done.stderr
 
 
-def test_a_call_missing_from_the_record_is_an_error(sample: Sample) -> None:
-    stepped(sample)
-    second = [e for e in sample.events() if e["event"] == "subagent_invoked"][1]
-    shutil.rmtree(sample.root / "ai/exchanges/demo" / second["details"]["call_id"])
-    done = replay(sample)
+def test_a_call_missing_from_the_record_is_an_error(ran: Sample) -> None:
+    second = [e for e in ran.events() if e["event"] == "subagent_invoked"][1]
+    shutil.rmtree(ran.root / "ai/exchanges/demo" / second["details"]["call_id"])
+    done = replay(ran)
     assert done.returncode == 1
     assert f"diverged at event {second['seq']}" in done.stderr
     assert "a call not in the record" in done.stderr
 
 
-def test_a_damaged_exchange_stops_the_replay(sample: Sample) -> None:
-    stepped(sample)
-    first = next(e for e in sample.events() if e["event"] == "subagent_invoked")
-    patch = sample.root / "ai/exchanges/demo" / first["details"]["call_id"] / "patches/000.patch"
+def test_a_damaged_exchange_stops_the_replay(ran: Sample) -> None:
+    first = next(e for e in ran.events() if e["event"] == "subagent_invoked")
+    patch = ran.root / "ai/exchanges/demo" / first["details"]["call_id"] / "patches/000.patch"
     patch.write_text(patch.read_text().replace("VALUE = 1", "VALUE = 2"))
-    done = replay(sample)
+    done = replay(ran)
     assert done.returncode in (1, 2)
     assert "files do not match meta.json" in done.stderr
 
 
-def test_verify_diverges_when_the_tests_now_fail(sample: Sample) -> None:
-    stepped(sample)
-    config = sample.root / "ai/harness.toml"
+def test_verify_diverges_when_the_tests_now_fail(ran: Sample) -> None:
+    config = ran.root / "ai/harness.toml"
     text = config.read_text()
     assert "test = " in text
     lines = ['test = "false"' if line.startswith("test = ") else line for line in text.splitlines()]
     config.write_text("\n".join(lines) + "\n")
-    assert replay(sample).returncode == 0  # the recorded verdicts still replay
-    done = replay(sample, "--verify")
+    assert replay(ran).returncode == 0  # the recorded verdicts still replay
+    done = replay(ran, "--verify")
     assert done.returncode == 1
     assert "expected test_passed T1 ok" in done.stderr and "found test_failed" in done.stderr
 
 
-def test_tampered_log_is_refused(sample: Sample) -> None:
-    stepped(sample)
-    log = sample.root / "ai/tasks/demo/progress.ndjson"
+def test_tampered_log_is_refused(ran: Sample) -> None:
+    log = ran.root / "ai/tasks/demo/progress.ndjson"
     lines = log.read_bytes().splitlines(keepends=True)
     lines[2], lines[3] = lines[3], lines[2]
     log.write_bytes(b"".join(lines))
-    done = replay(sample)
+    done = replay(ran)
     assert done.returncode == 2 and "hash chain broken" in done.stderr
 
 
@@ -191,15 +198,14 @@ def test_nothing_to_replay(sample: Sample) -> None:
     assert sample.cli("replay", "nosuch").returncode == 2
 
 
-def test_replay_in_a_fresh_clone(sample: Sample, tmp_path: Path) -> None:
+def test_replay_in_a_fresh_clone(ran: Sample, tmp_path: Path) -> None:
     """What CI does: clone the branch, replay from the committed record alone."""
-    stepped(sample)
     clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(sample.root), str(clone)], check=True)
-    fresh = Sample(clone, sample.script)
+    subprocess.run(["git", "clone", "-q", str(ran.root), str(clone)], check=True)
+    fresh = Sample(clone, ran.script)
     done = fresh.cli("replay", "demo", "--verify")
     assert done.returncode == 0, done.stderr
-    for commit in commits_of(sample):
+    for commit in commits_of(ran):
         assert commit in done.stdout
 
 
@@ -232,13 +238,9 @@ def test_failed_exchanges_are_fed_back_not_reinvoked(sample: Sample, kind: str) 
 
 
 @pytest.mark.parametrize("base", ["--upload-pack=touch /tmp/pwned", "HEAD~1", "0" * 40])
-def test_a_forged_base_is_refused_before_git_sees_it(sample: Sample, base: str) -> None:
+def test_a_forged_base_is_refused_before_git_sees_it(ran: Sample, base: str) -> None:
     """A log rewritten with a consistent chain but a hostile base: no option reaches git."""
-    from harness import files
-    from harness.progress import GENESIS, line_hash
-
-    stepped(sample)
-    events = sample.events()
+    events = ran.events()
     events[1]["details"]["base"] = base
     prev, lines = GENESIS, []
     for event in events:
@@ -246,21 +248,20 @@ def test_a_forged_base_is_refused_before_git_sees_it(sample: Sample, base: str) 
         line = files.dumps(event)
         lines.append(line + b"\n")
         prev = line_hash(line)
-    (sample.root / "ai/tasks/demo/progress.ndjson").write_bytes(b"".join(lines))
-    done = replay(sample)
+    (ran.root / "ai/tasks/demo/progress.ndjson").write_bytes(b"".join(lines))
+    done = replay(ran)
     assert done.returncode == 2, done.stderr
     assert "no commit id" in done.stderr or "not in this clone" in done.stderr
 
 
-def test_an_exchange_meta_without_its_hashes_is_refused_not_a_crash(sample: Sample) -> None:
-    stepped(sample)
-    first = next(e for e in sample.events() if e["event"] == "subagent_invoked")
-    meta = sample.root / "ai/exchanges/demo" / first["details"]["call_id"] / "meta.json"
+def test_an_exchange_meta_without_its_hashes_is_refused_not_a_crash(ran: Sample) -> None:
+    first = next(e for e in ran.events() if e["event"] == "subagent_invoked")
+    meta = ran.root / "ai/exchanges/demo" / first["details"]["call_id"] / "meta.json"
     doc = orjson.loads(meta.read_bytes())
     del doc["files"]
     meta.write_bytes(orjson.dumps(doc))
-    done = replay(sample)
+    done = replay(ran)
     assert done.returncode == 1, done.stderr
     assert "meta.json" in done.stderr and "files" in done.stderr
-    audited = sample.cli("audit", "demo")
+    audited = ran.cli("audit", "demo")
     assert audited.returncode == 1 and "meta.json" in audited.stdout

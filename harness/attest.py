@@ -33,12 +33,10 @@ def statement(layout: Layout, task_id: str) -> dict[str, Any]:
 
 def _final(git: repo.Repo, task_id: str) -> str:
     git.head()  # no commits at all is its own one-line error
-    listed = git.git("log", "--format=%H", "-F", f"--grep=Harness-Task: {task_id}", "HEAD")
-    for sha in listed.split():
-        # --grep matches substrings: task "a" must not pick up "Harness-Task: ab".
-        if repo.trailers(str(git.repo.commit(sha).message)).get("Harness-Task") == task_id:
-            return sha
-    raise InvalidInput(f"task {task_id}: no commit on HEAD carries Harness-Task: {task_id}")
+    last = git.last_task_commit(task_id)
+    if last is None:
+        raise InvalidInput(f"task {task_id}: no commit on HEAD carries Harness-Task: {task_id}")
+    return last[0]
 
 
 class _Commit:

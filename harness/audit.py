@@ -320,16 +320,12 @@ class _Audit:
             if self.layout.log(self.task_id).exists():
                 self.add("record", None, "the repository has no commits")
             return None, None
-        pattern = f"^Harness-Task: {self.task_id.replace('.', '[.]')}[[:space:]]*$"
-        _, out, _ = self.git.try_git(
-            "log", "-1", "-z", "--format=%H%x00%B", "-E", f"--grep={pattern}", head
-        )
-        sha, _, body = out.partition("\0")
-        found = repo.trailers(body)
-        if not sha or found.get("Harness-Task") != self.task_id:
+        last = self.git.last_task_commit(self.task_id, head)
+        if last is None:
             if self.layout.log(self.task_id).exists():  # a task never run has no record yet
                 self.add("record", None, f"no commit on HEAD carries Harness-Task: {self.task_id}")
             return None, None
+        sha, found = last
         log_head = found.get("Harness-Log-Head")
         if log_head is None:
             self.add("record", None, f"commit {sha[:_SHORT]} carries no Harness-Log-Head")

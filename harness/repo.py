@@ -129,6 +129,22 @@ class Repo:
                 found.add(path)
         return frozenset(found)
 
+    def last_task_commit(
+        self, task_id: str, head: str = "HEAD"
+    ) -> tuple[str, dict[str, str]] | None:
+        """The newest commit up to `head` whose Harness-Task trailer is exactly `task_id`
+        (a subtask or record commit), with its Harness trailers."""
+        # A task id is letters, digits and . _ -: only the dot needs escaping.
+        pattern = f"^Harness-Task: {task_id.replace('.', '[.]')}[[:space:]]*$"
+        code, out, _ = self.try_git(
+            "log", "-1", "-z", "--format=%H%x00%B", "-E", f"--grep={pattern}", head
+        )
+        sha, _, body = out.partition("\0")
+        found = trailers(body)
+        if code != 0 or not sha or found.get("Harness-Task") != task_id:
+            return None
+        return sha, found
+
     def dirty(self) -> list[str]:
         """Paths with uncommitted changes, staged or not, tracked or not."""
         out = self.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")

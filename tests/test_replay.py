@@ -219,7 +219,7 @@ def test_failed_exchanges_are_fed_back_not_reinvoked(sample: Sample, kind: str) 
                 "agents": [
                     {
                         **sample.read_json("ai/agents/registry.json")["agents"][0],
-                        "timeouts": {"soft_s": 0.5, "hard_s": 1},
+                        "timeouts": {"soft_s": 3, "hard_s": 4},
                     }
                 ]
             },

@@ -355,7 +355,8 @@ def test_exchange_is_reused_not_reinvoked(sample: Sample) -> None:
 
 def test_worker_timeout_kills_and_retries(sample: Sample) -> None:
     reg = sample.read_json("ai/agents/registry.json")
-    reg["agents"][0]["timeouts"] = {"soft_s": 0.5, "hard_s": 1.0}
+    # Wide enough that the retry, a Python start on a loaded machine, finishes in time.
+    reg["agents"][0]["timeouts"] = {"soft_s": 3.0, "hard_s": 4.0}
     sample.write_json("ai/agents/registry.json", reg)
     sample.write_plan([subtask("T1")])
     sample.write_script(

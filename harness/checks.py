@@ -31,9 +31,6 @@ class Steps(Protocol):
     def accept(self, judge: Judge) -> bool: ...
 
 
-MakeChecks = Callable[[Log, str, Attempt, Verify, Runner, Path, Callable[[str], Path]], Steps]
-
-
 class Checks:
     def __init__(
         self,

@@ -29,7 +29,7 @@ from . import (
 )
 from . import config as config_mod
 from . import plan as plan_mod
-from .checks import Checks, MakeChecks
+from .checks import Checks, Steps
 from .clock import Clock
 from .errors import Halted, InvalidInput
 from .layout import Layout
@@ -48,8 +48,8 @@ class Recording(Protocol):
     def move_to_base(self, task: Task) -> None:
         """Bring HEAD to the base the record's next call was made on (human commits)."""
 
-    checks: MakeChecks | None
-    """The checks to use instead of running them, or None to re-run them."""
+    def checks(self, step: str) -> Steps | None:
+        """The step's check results as recorded, or None to run the checks again."""
 
 
 @dataclass
@@ -480,10 +480,8 @@ class Subtask:
         head = git.head()
         runner = verify.Runner(task.tmp("runs"), task.config.verify_timeout_s, cfg.isolate_network)
         evidence = task.layout.exchange(task.task_id, call.call_id) / exchanges.VERIFY
-        make: MakeChecks = Checks
-        if task.recording is not None and task.recording.checks is not None:
-            make = task.recording.checks
-        checks = make(self.log, sub.id, att, cfg, runner, evidence, task.tmp)
+        recorded = task.recording.checks(sub.id) if task.recording is not None else None
+        checks = recorded or Checks(self.log, sub.id, att, cfg, runner, evidence, task.tmp)
         with ExitStack() as stack:
             wt = stack.enter_context(git.worktree(head, task.tmp("verify")))
             tree = self.apply_patches(wt, changes)

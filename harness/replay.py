@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,14 +25,10 @@ import orjson
 
 from . import clock, files, orchestrator, repo, state
 from .acceptance import Judge
-from .checks import MakeChecks
-from .config import Verify
 from .diffgate import Change
 from .errors import Halted, InvalidInput
 from .layout import Layout
 from .progress import Log
-from .state import Attempt
-from .verify import Runner
 
 Event = dict[str, Any]
 
@@ -111,17 +107,7 @@ class ReplayLog(Log):
 class RecordedChecks:
     """Check results read off the record in the order a step asks for them."""
 
-    def __init__(
-        self,
-        log: Log,
-        step: str,
-        att: Attempt,
-        cfg: Verify,
-        runner: Runner,
-        evidence: Path,
-        scratch: Callable[[str], Path],
-    ) -> None:
-        assert isinstance(log, ReplayLog)
+    def __init__(self, log: ReplayLog, step: str) -> None:
         self.log, self.step = log, step
 
     def _copy(self, names: tuple[str, ...], failed: str) -> bool:
@@ -151,7 +137,10 @@ class Recording:
     """The recorded answers, bases and checks a replaying task draws on."""
 
     log: ReplayLog
-    checks: MakeChecks | None
+    verify: bool
+
+    def checks(self, step: str) -> RecordedChecks | None:
+        return None if self.verify else RecordedChecks(self.log, step)
 
     def unrecorded(self, call_id: str) -> NoReturn:
         expected = self.log.expected
@@ -220,7 +209,7 @@ def replay(layout: Layout, task_id: str, verify: bool) -> Result:
         _seed(layout, scratch, task_id)
         log = ReplayLog(scratch.log(task_id), task_id, recorded)
         task = orchestrator.Task.load(scratch, task_id, log.clock, log=log)
-        task.recording = Recording(log, None if verify else RecordedChecks)
+        task.recording = Recording(log, verify)
         try:
             _run(task, log)
         except InvalidInput as exc:

@@ -63,7 +63,7 @@ class DiffRefused(Halted):
 
 @dataclass
 class _Header:
-    git: list[tuple[str, str]] | None = None  # every a/ b/ split of `diff --git` that parses
+    git: list[tuple[str, str]] | None = None  # the a/ b/ splits of `diff --git` vouched for
     old: str | None = None  # `---` path without prefix; None for /dev/null
     new: str | None = None
     has_files: bool = False  # saw a complete ---/+++ pair
@@ -167,20 +167,22 @@ def _scan_dangerous(head: list[str]) -> None:
 
 def _parse_header(head: list[str]) -> _Header:
     header = _Header()
+    git: str | None = None
     stage = 0  # 0: extended headers, 1: after ---, 2: after +++
     for n, line in enumerate(head):
         if line.startswith("diff --git "):
             if n:
                 raise DiffRefused("more than one file in entry")
             _no_control(line)
-            header.git = _git_pairs(line[len("diff --git ") :])
+            git = line[len("diff --git ") :]
+            _check_git_prefixes(git)
         elif line.startswith("--- ") and stage == 0:
             header.old, stage = _strip(line[4:], "a/"), 1
         elif line.startswith("+++ ") and stage == 1:
             header.new, stage = _strip(line[4:], "b/"), 2
         elif line.startswith("--- "):
             raise DiffRefused("more than one file in entry")
-        elif stage or header.git is None:
+        elif stage or git is None:
             _no_control(line)
             raise DiffRefused("unknown header line")
         else:
@@ -188,6 +190,8 @@ def _parse_header(head: list[str]) -> _Header:
     if stage == 1:
         raise DiffRefused("--- without +++ header")
     header.has_files = stage == 2
+    if git is not None:
+        header.git = _git_pairs(git, [header.old, header.new, *header.rename.values()])
     return header
 
 
@@ -217,16 +221,31 @@ def _has_bad_char(text: str) -> bool:
     return any(unicodedata.category(char) in _BAD_CATEGORIES for char in text)
 
 
-def _git_pairs(rest: str) -> list[tuple[str, str]]:
+def _check_git_prefixes(rest: str) -> None:
     if rest.startswith('"') or rest.endswith('"'):
         raise DiffRefused("quoted path")
-    if not rest.startswith("a/"):
+    if not rest.startswith("a/") or " b/" not in rest:
         raise DiffRefused("missing a/ b/ prefix")
-    # Names may hold spaces, so keep every split; the other headers pick one.
-    splits = [k for k in range(len(rest)) if rest.startswith(" b/", k)]
-    if not splits:
-        raise DiffRefused("missing a/ b/ prefix")
-    return [(rest[2:k], rest[k + 3 :]) for k in splits]
+
+
+def _git_pairs(rest: str, known: Iterable[str | None]) -> list[tuple[str, str]]:
+    """The splits of `a/OLD b/NEW` that a name from another header, or equal halves, vouch for.
+
+    Names may hold " b/", so the line alone can split many ways; keeping every split is
+    quadratic in a header built to split thousands of ways. Each name fixes a split by its
+    length, so at most two per name are tried. With no other name the entry is refused
+    later anyway; equal halves (`a/P b/P`, as git reads it) are taken only so that a bad
+    name there is reported as such.
+    """
+    names = [name for name in known if name is not None]
+    if names:
+        cuts = {2 + len(name) for name in names} | {len(rest) - 3 - len(name) for name in names}
+    else:
+        cuts = {len(rest) // 2}
+    pairs = [
+        (rest[2:k], rest[k + 3 :]) for k in sorted(cuts) if k >= 2 and rest[k : k + 3] == " b/"
+    ]
+    return [pair for pair in pairs if names or pair[0] == pair[1]]
 
 
 def _strip(name: str, prefix: str) -> str | None:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.diffgate import OWNED_PREFIX, Change, DiffRefused, Rules, check
+from harness.diffgate import OWNED_PREFIX, Change, DiffRefused, Rules, _git_pairs, check
 from harness.errors import Halted
 from tests.hostile_corpus import BASE_FILES, BENIGN, HOSTILE, SYMLINKS, Case, rules_for
 
@@ -257,3 +257,58 @@ def test_only_diffrefused_escapes(file: str, patch: str) -> None:
     rules = dataclasses.replace(OPEN, cited=frozenset({file, "x"}))
     with contextlib.suppress(DiffRefused):
         check([{"file": file, "patch": patch}], rules)
+
+
+# --- a `diff --git` line that splits many ways ---
+
+_SPLITS = 200_000
+_MANY_WAYS = "x b/" * _SPLITS  # "a/" + this splits at each of its " b/"
+
+
+def test_many_way_header_is_split_only_where_vouched() -> None:
+    rest = "a/" + _MANY_WAYS + "x"
+    assert rest.count(" b/") == _SPLITS
+    assert _git_pairs(rest, []) == []  # halves of different lengths
+    tail = "x b/" * (_SPLITS - 1) + "x"
+    assert _git_pairs(rest, ["x", None]) == [("x", tail), (tail, "x")]
+    path = _MANY_WAYS + "x"
+    assert _git_pairs(f"a/{path} b/{path}", [path, path]) == [(path, path)]
+
+
+@pytest.mark.parametrize(
+    ("file", "patch", "reason"),
+    [
+        ("x", f"diff --git a/{_MANY_WAYS}\n@@ -1 +1 @@\n-a\n+b\n", "missing ---/+++ header"),
+        (
+            "x",
+            f"diff --git a/{_MANY_WAYS}y\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n",
+            "diff --git paths disagree",
+        ),
+        # unidiff splits at the last " b/", so such a name never gets through either way
+        (_MANY_WAYS + "x", _modify(_MANY_WAYS + "x"), "malformed patch"),
+    ],
+    ids=["unnamed", "named_elsewhere", "named_by_both"],
+)
+def test_many_way_header_is_refused(file: str, patch: str, reason: str) -> None:
+    # Keeping every split would not finish here: 200k splits of up to 800 kB each.
+    rules = dataclasses.replace(OPEN, cited=frozenset({file}), max_bytes=1 << 24)
+    with pytest.raises(DiffRefused) as refused:
+        check([{"file": file, "patch": patch}], rules)
+    assert reason in refused.value.reason
+
+
+# Any text but a newline, and runs of the pieces that make a header split more than one way.
+_NAME = st.one_of(
+    st.text(st.characters(exclude_characters="\n"), max_size=40),
+    st.lists(st.sampled_from(["x", " ", "/", "a/", " b/", "b/"]), max_size=12).map("".join),
+)
+
+
+@given(_NAME)
+def test_equal_halves_split_back(path: str) -> None:
+    assert _git_pairs(f"a/{path} b/{path}", []) == [(path, path)]
+
+
+@given(_NAME, _NAME)
+def test_named_sides_split_back(old: str, new: str) -> None:
+    assert (old, new) in _git_pairs(f"a/{old} b/{new}", [old, new])

@@ -84,6 +84,7 @@ def prepare(root: Path, n: int) -> Path:
     script.write_bytes(orjson.dumps({"answers": answers}))
     reg = orjson.loads(layout.registry.read_bytes())
     reg["agents"][0]["args"] = ["--script", str(script)]
+    reg["agents"][0]["read"] = [str(script)]
     files.atomic_write(layout.registry, files.pretty(reg))
     return script
 

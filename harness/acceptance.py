@@ -22,6 +22,7 @@ from .verify import Check, Runner
 
 COVERAGE_KINDS = ("line", "branch", "coverage_delta")
 API_ROLES = ("micro-refactor",)
+REPORT_LIMIT = 64 << 20  # a coverage report is read from untrusted output: bounded
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Judge:
         *,
         git: Repo,
         head: str,
+        tree: str,
         worktree: Path,
         runner: Runner,
         verify: Verify,
@@ -66,6 +68,7 @@ class Judge:
     ) -> None:
         self.sub, self.result, self.changes = sub, result, changes
         self.git, self.head, self.wt, self.runner, self.cfg = git, head, worktree, runner, verify
+        self.tree = tree  # what would be committed: the head with the change applied
         self.cache = cache
         self.base = base  # a worktree of the head without the change, made on first use
         self.verdict = Verdict()
@@ -112,23 +115,20 @@ class Judge:
             problems = review_problems(self.sub, self.result, self.git, self.head)
             v.judge("review: findings cite lines of the inputs", "; ".join(problems) or None)
 
-    def python_sources(self, root: Path | None) -> dict[str, str]:
-        """The changed .py files, as they are in `root` (None: at the head commit)."""
+    def python_sources(self, commit: str) -> dict[str, str]:
+        """The changed .py files as they are in `commit` (read from git, never from a scratch
+        copy that untrusted code has run in)."""
         paths = sorted({p for c in self.changes for p in (c.path, c.old_path) if p})
         found = {}
         for path in (p for p in paths if p.endswith(".py")):
-            if root is None:
-                text = self.git.show(self.head, path)
-            else:
-                file = root / path
-                text = file.read_text("utf-8") if file.is_file() else None
+            text = self.git.show(commit, path)
             if text is not None:
                 found[path] = text
         return found
 
     def api_problem(self) -> str | None:
         try:
-            diff = api.api_changes(self.python_sources(None), self.python_sources(self.wt))
+            diff = api.api_changes(self.python_sources(self.head), self.python_sources(self.tree))
         except ValueError as exc:
             return str(exc)
         if diff:
@@ -149,9 +149,9 @@ class Judge:
         return None if check.passed else check.summary()
 
     def docstring_problems(self) -> list[str]:
-        before = self.python_sources(None)
+        before = self.python_sources(self.head)
         found: list[str] = []
-        for path, text in self.python_sources(self.wt).items():
+        for path, text in self.python_sources(self.tree).items():
             found += [
                 f"{path}: {p}"
                 for p in docstrings.changed_docstring_mismatches(before.get(path), text)
@@ -207,16 +207,20 @@ class Judge:
         self.verdict.checks.append(check)
         if not check.passed:
             raise ValueError(check.summary())
-        if not report.is_file():
+        data = files.read_untrusted(report, REPORT_LIMIT)
+        if data is None:
             # The command left only coverage's data file: turn it into the JSON report.
-            export = (
-                f"{shlex.quote(sys.executable)} -m coverage json -q -o {shlex.quote(str(report))}"
-            )
+            name = shlex.quote(self.cfg.coverage_report)
+            export = f"{shlex.quote(sys.executable)} -m coverage json -q -o {name}"
             exported = self.runner.check(f"coverage-json-{label}", export, where)
             self.verdict.checks.append(exported)
-            if not exported.passed or not report.is_file():
+            data = files.read_untrusted(report, REPORT_LIMIT) if exported.passed else None
+            if data is None:
                 raise ValueError(f"no coverage report at {self.cfg.coverage_report}")
-        return cov.from_report(orjson.loads(report.read_bytes()))
+        try:
+            return cov.from_report(orjson.loads(data))
+        except (ValueError, AttributeError) as exc:
+            raise ValueError(f"{self.cfg.coverage_report}: not a coverage report ({exc})") from None
 
     def base_coverage(self) -> cov.Coverage:
         """Measured once per base tree and coverage command, then read from the cache.

@@ -41,9 +41,11 @@ class Checks:
         runner: Runner,
         evidence: Path,
         scratch: Callable[[str], Path],
+        source: Callable[[str], str | None],
     ) -> None:
         self.log, self.step, self.att, self.cfg = log, step, att, cfg
         self.runner, self.evidence, self.scratch = runner, evidence, scratch
+        self.source = source  # a changed file's text as it would be committed
         shutil.rmtree(evidence, ignore_errors=True)
 
     def error(self, event: str, details: dict[str, Any], reason: str) -> None:
@@ -54,9 +56,7 @@ class Checks:
         cfg = self.cfg
         if cfg.license_header is not None:
             added = {
-                c.path: (wt / c.path).read_text("utf-8", "replace")
-                for c in changes
-                if c.kind in ("add", "rename")
+                c.path: self.source(c.path) or "" for c in changes if c.kind in ("add", "rename")
             }
             problems = license_problems(added, cfg.license_header, cfg.license_paths)
             details = {"check": "license", "rule": cfg.license_header}
@@ -74,14 +74,14 @@ class Checks:
         """Two runs, each in its own copy of the built worktree; pass/pass only."""
         cfg = self.cfg
         twin = self.scratch("verify-2")
-        shutil.rmtree(twin, ignore_errors=True)
-        shutil.copytree(wt, twin, symlinks=True)
+        files.wipe(twin)
+        files.copy_tree(wt, twin)
         try:
             check = self.runner.twice("test", command, [wt, twin], cfg.parallel_runs)
             if cfg.junit is not None and not check.passed:
                 check = replace(check, flipped=flipped_tests(wt, twin, cfg.junit))
         finally:
-            shutil.rmtree(twin, ignore_errors=True)
+            files.wipe(twin)
         return self.judge(check, "test")
 
     def judge(self, check: Check, kind: str) -> bool:

@@ -29,11 +29,12 @@ from . import (
     repo,
     state,
     tokens,
-    worker,
 )
 from . import plan as plan_mod
+from .contain import Containment
 from .errors import Busy, HarnessError, InvalidInput
 from .layout import Layout
+from .printable import printable
 from .progress import Log
 from .workers import launcher
 
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except HarnessError as exc:
         # One line, always: a message quoting a parser may carry newlines.
-        print("harness: " + " ".join(str(exc).splitlines()), file=sys.stderr)
+        print("harness: " + printable(" ".join(str(exc).splitlines())), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
@@ -85,8 +86,7 @@ def _task_id(value: str) -> str:
 @contextmanager
 def _locked(layout: Layout, task_id: str, wait: bool) -> Iterator[None]:
     """One harness per task at a time: the second one is busy (exit 3) unless it waits."""
-    orchestrator.ensure_tmp(layout)
-    path = layout.tmp / "locks" / f"{task_id}.lock"
+    path = layout.state / "locks" / f"{task_id}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path), timeout=-1 if wait else 0)
     try:
@@ -114,7 +114,7 @@ def _record(task: orchestrator.Task) -> None:
         message,
         who,
         task.events[-1]["ts"],
-        task.tmp("record.index"),
+        task.scratch("record.index"),
     )
 
 
@@ -143,7 +143,6 @@ def cmd_init(args: argparse.Namespace) -> int:
             if path.parent.name == "bin":
                 path.chmod(0o755)
             made.append(path.relative_to(layout.root).as_posix())
-    orchestrator.ensure_tmp(layout)
     print("created " + ", ".join(made) if made else "nothing to do: ai/ is already set up")
     return 0
 
@@ -190,7 +189,9 @@ def cmd_plan_validate(args: argparse.Namespace) -> int:
         if why is not None:
             problems.append(f"subtask {sub.id}: {why}")
     for line in problems:
-        print(f"{layout.plan(task_id).relative_to(layout.root)}: {line}", file=sys.stderr)
+        print(
+            f"{layout.plan(task_id).relative_to(layout.root)}: {printable(line)}", file=sys.stderr
+        )
     if problems:
         return 2
     order = " -> ".join(s.id for s in plan_mod.order(plan))
@@ -204,7 +205,7 @@ def cmd_plan_show(args: argparse.Namespace) -> int:
     plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
     for sub in plan_mod.order(plan):
         deps = f" after {', '.join(sub.depends_on)}" if sub.depends_on else ""
-        print(f"{sub.id}\t{sub.role}\t{sub.goal}{deps}")
+        print(f"{sub.id}\t{sub.role}\t{printable(sub.goal)}{deps}")
     return 0
 
 
@@ -299,11 +300,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"\t{_short(row['call_id'])}"
         )
         for text in row["unverified"]:
-            print(f"\t{row['id']} unverified: {text}")
+            print(f"\t{row['id']} unverified: {printable(text)}")
     if cost:
         print(f"cost: ${cost:.4f}")
     if block is not None:
-        print(f"blocked at {block.get('step')}: {block.get('error')}")
+        print(f"blocked at {block.get('step')}: {printable(str(block.get('error')))}")
     return 0
 
 
@@ -326,14 +327,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_registry_check(args: argparse.Namespace) -> int:
     layout = _layout(args)
     failed = 0
-    with tempfile.TemporaryDirectory(prefix="harness-home-") as home:
+    contain = Containment(layout, config.load(layout.config))
+    with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
         for agent in registry.load(layout.registry, layout.root):
             try:
-                version = registry.probe(agent, layout.root, worker.env_for(agent, Path(home)))
-                print(f"{agent.id}\tok\t{version}\t{agent.version}")
+                version = contain.probe(agent, Path(scratch) / agent.id)
+                print(f"{agent.id}\tok\t{printable(version)}\t{agent.version}")
             except HarnessError as exc:
                 failed += 1
-                print(f"{agent.id}\tFAIL\t{exc}")
+                print(f"{agent.id}\tFAIL\t{printable(str(exc))}")
     return 1 if failed else 0
 
 

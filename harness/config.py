@@ -69,6 +69,11 @@ class Config:
     max_files: int
     max_output_bytes: int
     max_artifact_bytes: int
+    sandbox: str = "bwrap"  # or "off": nothing is contained, and every event says so
+
+    @property
+    def contained(self) -> bool:
+        return self.sandbox != "off"
 
 
 def load(path: Path) -> Config:
@@ -102,6 +107,7 @@ def load(path: Path) -> Config:
         max_files=int(limits.get("max_files", 100)),
         max_output_bytes=int(limits.get("max_output_bytes", 8_000_000)),
         max_artifact_bytes=int(limits.get("max_artifact_bytes", 1_000_000)),
+        sandbox=data.get("sandbox", {}).get("mode", "bwrap"),
     )
 
 

@@ -6,7 +6,6 @@ only plan.json, which `accept` writes.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import orjson
@@ -14,6 +13,7 @@ import orjson
 from . import config, envelope, exchanges, files, registry, repo, worker
 from . import plan as plan_mod
 from .clock import Clock
+from .contain import Containment
 from .errors import Halted, InvalidInput
 from .layout import Layout
 
@@ -64,15 +64,12 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
         budgets=dict(cfg.budgets),
         epoch=0,
     )
-    scratch = layout.tmp / task_id / "draft"
-    shutil.rmtree(scratch, ignore_errors=True)
-    (scratch / "home").mkdir(parents=True)
-    registry.probe(agent, root, worker.env_for(agent, scratch / "home"))
+    scratch = layout.state / "drafts" / task_id
+    contain = Containment(layout, cfg)
+    contain.probe(agent, scratch / "probe")
     staging = exchanges.stage(scratch / "staging", call)
-    with git.worktree(base, scratch / "worktree") as cwd:
-        ran = worker.run(
-            agent, root, cwd, scratch / "home", staging, call.prompt["payload"]["timeouts"]
-        )
+    timeouts = call.prompt["payload"]["timeouts"]
+    ran = contain.call(agent, git, base, staging, timeouts, scratch / "worker")
     limits = (cfg.max_output_bytes, cfg.max_artifact_bytes)
     stdout = (staging / "stdout.ndjson").read_bytes()
     outcome = worker.judge(stdout, ran.code, ran.timed_out, task_id, agent.id, limits)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -83,3 +85,51 @@ def _label(path: Path, root: Path | None) -> str:
 def fsync_file(path: Path) -> None:
     with path.open("rb") as fh:
         os.fsync(fh.fileno())
+
+
+def wipe(path: Path) -> None:
+    """Remove a scratch tree whatever untrusted code left in it: folders it made unwritable
+    or unreadable are opened up first. Never follows a symlink out of the tree."""
+
+    def reopen(func: Any, name: str, _exc: Any) -> None:
+        parent = os.path.dirname(name)
+        for folder in (parent, name):
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                os.chmod(folder, 0o700)
+        func(name)
+
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, onerror=reopen)
+
+
+def copy_tree(src: Path, dest: Path) -> None:
+    """A copy of a scratch tree: folders, regular files and symlinks (as links); FIFOs,
+    sockets and devices planted there are left out rather than opened."""
+
+    def specials(folder: str, names: list[str]) -> set[str]:
+        skipped = set()
+        for name in names:
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                skipped.add(name)
+        return skipped
+
+    shutil.copytree(src, dest, symlinks=True, ignore=specials)
+
+
+def read_untrusted(path: Path, limit: int) -> bytes | None:
+    """At most `limit` bytes of a file that untrusted code may have replaced: None unless it
+    is a regular file reached without following a symlink at its last component."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(limit)
+    finally:
+        os.close(fd)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+
+from .repo import common_dir
 
 
 @dataclass(frozen=True)
@@ -26,9 +29,11 @@ class Layout:
     def tokens(self) -> Path:
         return self.ai / "agents" / "write_tokens.json"
 
-    @property
-    def tmp(self) -> Path:
-        return self.ai / "tmp"
+    @cached_property
+    def state(self) -> Path:
+        """harness's own files — scratch copies, private homes, staging, locks — in the git
+        directory: outside the working tree, where no sandbox mounts anything."""
+        return common_dir(self.root) / "harness"
 
     def task_dir(self, task_id: str) -> Path:
         return self.ai / "tasks" / task_id

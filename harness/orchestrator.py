@@ -6,7 +6,6 @@ point is finished by the next `harness next` without a second call, commit or ev
 
 from __future__ import annotations
 
-import shutil
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from . import config as config_mod
 from . import plan as plan_mod
 from .checks import Checks, Steps
 from .clock import Clock
+from .contain import Containment
 from .errors import Halted, InvalidInput
 from .layout import Layout
 from .progress import Log, fault
@@ -81,6 +81,7 @@ class Task:
             agents=registry.load(layout.registry, root),
             log=log or Log(layout.log(task_id), task_id, clock),
         )
+        task.log.uncontained = not task.config.contained
         # Refuse what a step would trip over later, before it writes anything.
         task.git.head()
         task.git.branch()
@@ -94,12 +95,15 @@ class Task:
     def events(self) -> list[Event]:
         return self.log.events
 
-    def tmp(self, name: str) -> Path:
-        """A scratch path under ai/tmp/, which git never sees."""
-        ensure_tmp(self.layout)
-        folder = self.layout.tmp / self.task_id
-        folder.mkdir(exist_ok=True)
+    def scratch(self, name: str) -> Path:
+        """A path of harness's own for this task, out of every sandbox's reach."""
+        folder = self.layout.state / "tasks" / self.task_id
+        folder.mkdir(parents=True, exist_ok=True)
         return folder / name
+
+    @property
+    def contain(self) -> Containment:
+        return Containment(self.layout, self.config)
 
     def sync_checklist(self) -> None:
         text = checklist.render(self.plan, state.done(self.events))
@@ -112,13 +116,6 @@ def unroutable(sub: plan_mod.Subtask) -> str:
     if sub.agent:
         return f"subtask {sub.id}: agent {sub.agent!r} is not in the registry"
     return f"subtask {sub.id}: no agent in the registry takes role {sub.role!r}"
-
-
-def ensure_tmp(layout: Layout) -> None:
-    ignore = layout.tmp / ".gitignore"
-    if not ignore.exists():
-        layout.tmp.mkdir(parents=True, exist_ok=True)
-        ignore.write_text("*\n")
 
 
 def step(task: Task) -> str | None:
@@ -279,11 +276,7 @@ class Subtask:
         if self.task.recording is not None:
             self.task.recording.unrecorded(call_id)
         if agent.id not in self.task.probed:
-            home = self.task.tmp("home-probe")
-            home.mkdir(parents=True, exist_ok=True)
-            self.task.probed[agent.id] = registry.probe(
-                agent, self.task.layout.root, worker.env_for(agent, home)
-            )
+            self.task.probed[agent.id] = self.task.contain.probe(agent, self.task.scratch("probe"))
 
     def build_call(
         self, att: state.Attempt, invoked: Event | None, agent: Agent
@@ -370,14 +363,10 @@ class Subtask:
     def call(self, agent: Agent, call: envelope.Call, folder: Path) -> exchanges.Exchange:
         task = self.task
         self.probe(agent, call.call_id)
-        staging = exchanges.stage(task.tmp("staging") / call.call_id, call)
-        home = task.tmp("home")
-        shutil.rmtree(home, ignore_errors=True)
-        home.mkdir(parents=True)
+        staging = exchanges.stage(task.scratch("staging") / call.call_id, call)
         timeouts = call.prompt["payload"]["timeouts"]
         base = call.context["payload"]["base"]
-        with task.git.worktree(base, task.tmp("worker")) as cwd:
-            result = worker.run(agent, task.layout.root, cwd, home, staging, timeouts)
+        result = task.contain.call(agent, task.git, base, staging, timeouts, task.scratch("worker"))
         limits = (task.config.max_output_bytes, task.config.max_artifact_bytes)
         stdout = (staging / "stdout.ndjson").read_bytes()
         outcome = worker.judge(
@@ -474,26 +463,39 @@ class Subtask:
         changes: list[diffgate.Change],
         result: dict[str, Any],
     ) -> str | None:
-        """Apply in a scratch worktree at HEAD, run every check there, then commit."""
+        """Compute the new tree, run every check on scratch copies of it, then commit.
+
+        The tree is made by harness's own git before any untrusted code runs, and only
+        that tree is committed: nothing a check does to its copy can reach the commit.
+        """
         task, sub, git = self.task, self.sub, self.task.git
         cfg = task.config.verify
         head = git.head()
-        runner = verify.Runner(task.tmp("runs"), task.config.verify_timeout_s, cfg.isolate_network)
+        tree = self.apply_patches(head, changes)
+        if tree is None:
+            return None
+        runner = verify.Runner(
+            task.scratch("runs"),
+            task.config.verify_timeout_s,
+            task.contain.box,
+            not cfg.isolate_network,
+        )
         evidence = task.layout.exchange(task.task_id, call.call_id) / exchanges.VERIFY
         recorded = task.recording.checks(sub.id) if task.recording is not None else None
-        checks = recorded or Checks(self.log, sub.id, att, cfg, runner, evidence, task.tmp)
+        checks = recorded or Checks(
+            self.log, sub.id, att, cfg, runner, evidence, task.scratch, lambda p: git.show(tree, p)
+        )
         with ExitStack() as stack:
-            wt = stack.enter_context(git.worktree(head, task.tmp("verify")))
-            tree = self.apply_patches(wt, changes)
-            if tree is None or not checks.build(wt, changes):
+            wt = stack.enter_context(git.scratch(tree, task.scratch("verify"), git_dir=True))
+            if not checks.build(wt, changes):
                 return None
             if cfg.test and not checks.test(wt, cfg.test):
                 return None
             base: list[Path] = []
 
-            def base_worktree() -> Path:
+            def base_copy() -> Path:
                 if not base:
-                    base.append(stack.enter_context(git.worktree(head, task.tmp("base"))))
+                    base.append(stack.enter_context(git.scratch(head, task.scratch("base"), True)))
                 return base[0]
 
             judge = acceptance.Judge(
@@ -502,11 +504,12 @@ class Subtask:
                 changes,
                 git=git,
                 head=head,
+                tree=tree,
                 worktree=wt,
                 runner=runner,
                 verify=cfg,
-                cache=task.layout.tmp / "coverage",
-                base=base_worktree,
+                cache=task.layout.state / "coverage",
+                base=base_copy,
             )
             if not checks.accept(judge):
                 return None
@@ -524,20 +527,23 @@ class Subtask:
         fault("after:advance")
         return made
 
-    def apply_patches(self, wt: Path, changes: list[diffgate.Change]) -> str | None:
-        """`git apply --check` then apply each patch; the tree to commit, or None if refused."""
-        git = self.task.git
-        patches = self.task.tmp("patches")
-        shutil.rmtree(patches, ignore_errors=True)
+    def apply_patches(self, head: str, changes: list[diffgate.Change]) -> str | None:
+        """The tree of `head` with every patch applied (`git apply --check` first, no fuzz),
+        or None when git refuses one. Deletions go first, so a file may become a folder."""
+        task = self.task
+        patches = task.scratch("patches")
+        files.wipe(patches)
         patches.mkdir(parents=True)
-        for i, change in enumerate(changes):
+        ordered = sorted(changes, key=lambda c: c.kind != "delete")
+        written = []
+        for i, change in enumerate(ordered):
             patch = patches / f"{i:03d}.patch"
             patch.write_text(change.patch, "utf-8")
-            problem = git.apply(wt, patch, check_only=True) or git.apply(wt, patch, False)
-            if problem is not None:
-                self.fail(f"git apply refused {change.path}: {problem}", "apply")
-                return None
-        return git.write_tree(wt)
+            written.append((change.path, patch))
+        tree, problem = task.git.apply_tree(head, written, task.scratch("apply.index"))
+        if tree is None:
+            self.fail(problem, "apply")
+        return tree
 
 
 def _token_of(call: envelope.Call) -> str | None:

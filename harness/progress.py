@@ -29,6 +29,7 @@ class Log:
         self.clock = clock
         self.events: list[dict[str, Any]] = []
         self.head = GENESIS
+        self.uncontained = False  # [sandbox] mode = "off": every event says so
         self._label = f"ai/tasks/{task_id}/progress.ndjson"
         self._read()
 
@@ -97,6 +98,8 @@ class Log:
         }
         if step is not None:
             record["step"] = step
+        if self.uncontained:
+            details = {**(details or {}), "contained": False}
         if details:
             record["details"] = details
         if error is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from . import files, proc
+from . import files, proc, sandbox
 from .errors import Halted, InvalidInput
 
 # The shims `harness init` registers: id, capabilities, and the variables each CLI needs.
@@ -27,7 +28,8 @@ SHIMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 def default(shims: list[str]) -> dict[str, object]:
-    """A registry of the named shims, launched from ai/agents/bin/<id>-cli."""
+    """A registry of the named shims, launched from ai/agents/bin/<id>-cli; each CLI must
+    reach its model's API, so each gets the host's network (its files stay boxed)."""
     return {
         "agents": [
             {
@@ -36,6 +38,7 @@ def default(shims: list[str]) -> dict[str, object]:
                 "version": ">=0.1",
                 "capabilities": list(SHIMS[name][0]),
                 "env": list(SHIMS[name][1]),
+                "network": "host",
             }
             for name in shims
         ]
@@ -56,6 +59,8 @@ class Agent:
     timeouts: dict[str, float] | None
     persona: str | None = None
     commands: tuple[str, ...] = ()
+    network: bool = False  # the host's network, for a CLI that must reach its model API
+    read: tuple[str, ...] = ()  # host files its sandbox may read: "~/x" or an absolute path
 
     def argv(self, root: Path) -> list[str]:
         """How to start it: the command, its args, its persona file if it has one, and the
@@ -67,6 +72,19 @@ class Agent:
     def executable(self, root: Path) -> Path:
         path = Path(self.cmd)
         return path if path.is_absolute() else root / path
+
+    def box(self, root: Path, work: Path, home: Path, hide: tuple[Path, ...]) -> sandbox.Box:
+        """Its sandbox: `work` and `home`, its program and persona, the files it may read."""
+        own = [self.executable(root), *([root / self.persona] if self.persona else [])]
+        user_home = Path(os.environ.get("HOME", "/nonexistent"))
+        return sandbox.Box(
+            work=work,
+            home=home,
+            network=self.network,
+            files=tuple(own + [Path(p) for p in self.read if not p.startswith("~/")]),
+            home_files=tuple((user_home / p[2:], p[2:]) for p in self.read if p.startswith("~/")),
+            hide=hide,
+        )
 
 
 def load(path: Path, root: Path) -> list[Agent]:
@@ -82,6 +100,8 @@ def load(path: Path, root: Path) -> list[Agent]:
             timeouts=a.get("timeouts"),
             persona=a.get("persona"),
             commands=tuple(a.get("commands", [])),
+            network=a.get("network", "none") == "host",
+            read=tuple(a.get("read", [])),
         )
         for a in data["agents"]
     ]
@@ -90,6 +110,12 @@ def load(path: Path, root: Path) -> list[Agent]:
         if agent.id in seen:
             raise InvalidInput(f"ai/agents/registry.json: duplicate agent id {agent.id!r}")
         seen.add(agent.id)
+        for named in agent.read:
+            if not named.startswith("~/") and _exposes(Path(named), root):
+                raise InvalidInput(
+                    f"ai/agents/registry.json: agent {agent.id}: read {named!r} would show "
+                    "it the repository itself"
+                )
         try:
             SpecifierSet(agent.version)
         except InvalidSpecifier:
@@ -99,6 +125,13 @@ def load(path: Path, root: Path) -> list[Agent]:
     return agents
 
 
+def _exposes(path: Path, root: Path) -> bool:
+    """The path is the repository, holds it, or lies in its .git or ai/."""
+    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    inside = [top / ".git", top / "ai"]
+    return real == top or real in top.parents or any(real == p or p in real.parents for p in inside)
+
+
 def route(agents: list[Agent], role: str, agent_id: str | None) -> Agent | None:
     """The named agent, else the first whose capabilities include the role."""
     if agent_id is not None:
@@ -106,12 +139,14 @@ def route(agents: list[Agent], role: str, agent_id: str | None) -> Agent | None:
     return next((a for a in agents if role in a.capabilities), None)
 
 
-def probe(agent: Agent, root: Path, env: dict[str, str]) -> str:
-    """Run `cmd --version` and check it against the range; return the version seen."""
+def probe(agent: Agent, root: Path, env: dict[str, str], box: sandbox.Box | None) -> str:
+    """Run `cmd --version` (in its sandbox) and check it against the range; return the
+    version seen."""
     exe = agent.executable(root)
     if not exe.is_file():
         raise Halted(f"agent {agent.id}: {agent.cmd} not found")
-    code, out, err = proc.capture([str(exe), "--version"], cwd=root, env=env, timeout_s=30)
+    cwd = box.work if box is not None else root
+    code, out, err = proc.capture([str(exe), "--version"], cwd=cwd, env=env, timeout_s=30, box=box)
     if code != 0:
         tail = (err or out).strip().splitlines()[-1:] or [f"exit {code}"]
         raise Halted(f"agent {agent.id}: `{agent.cmd} --version` failed: {tail[0]}")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import codecs
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO
@@ -16,11 +15,23 @@ from typing import IO
 import git
 from git.exc import InvalidGitRepositoryError, NoSuchPathError
 
-from . import clock
+from . import clock, files
 from .errors import HarnessError, InvalidInput
 
-# Users' hooks never run inside harness operations, and messages are stable.
-_PREFIX = ("-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false")
+# Nothing the repository's configuration names runs inside harness's own git: no hooks, no
+# fsmonitor, no external diff (filters are switched off per repository, see Repo.guard).
+_PREFIX = (
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "diff.external=",
+    "-c",
+    "advice.detachedHead=false",
+)
 _ENV = {"LC_ALL": "C", "TZ": "UTC", "GIT_TERMINAL_PROMPT": "0"}
 
 
@@ -34,10 +45,24 @@ def find_root(start: Path) -> Path:
     return Path(repo.working_tree_dir)
 
 
+def common_dir(root: Path) -> Path:
+    """The git directory holding the repository's objects and config (a linked worktree's
+    `.git` is a file pointing elsewhere)."""
+    dotgit = root / ".git"
+    if dotgit.is_dir() and not dotgit.is_symlink():
+        return dotgit
+    found = git.Repo(root)
+    try:
+        return Path(found.common_dir)
+    finally:
+        found.close()
+
+
 class Repo:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.repo = git.Repo(root)
+        self.guard = _filters_off(self.repo)
 
     def close(self) -> None:
         """Stop GitPython's helper processes (cat-file); a long-lived caller must."""
@@ -56,7 +81,7 @@ class Repo:
     ) -> tuple[int, str, str]:
         runner = git.Git(str(cwd or self.root))
         code, out, err = runner.execute(
-            ["git", *_PREFIX, *args],
+            ["git", *_PREFIX, *self.guard, *args],
             with_extended_output=True,
             with_exceptions=False,
             env={**_ENV, **(env or {})},
@@ -67,7 +92,7 @@ class Repo:
     def spool(self, stack: ExitStack, *args: str, stdin: IO[bytes] | None = None) -> Spool:
         """Start git in the background, its output going to a temporary file; for output
         too large to hold, read once with Spool.result(). The stack reaps the process."""
-        return Spool(stack, self.root, args, stdin)
+        return Spool(stack, self.root, (*self.guard, *args), stdin)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -97,9 +122,17 @@ class Repo:
         return found
 
     def show(self, commit: str, path: str) -> str | None:
-        """A file's text at `commit`, or None when it is not a regular file there."""
+        """A file's text at `commit` (or in a tree), or None when it is not a regular file
+        there."""
+        found = self.repo.rev_parse(commit)
+        # A bare tree object from rev_parse has no path, which indexing it needs.
+        tree = (
+            git.Tree(self.repo, found.binsha, 0o40000, "")
+            if isinstance(found, git.Tree)
+            else found.tree
+        )
         try:
-            blob = self.repo.commit(commit).tree[path]
+            blob = tree[path]
         except KeyError:
             return None
         if blob.type != "blob" or blob.mode & 0o170000 != 0o100000:
@@ -174,30 +207,115 @@ class Repo:
         """True when the working-tree file equals its version in one of `commits`."""
         return any(self.try_git("diff", "--quiet", c, "--", path)[0] == 0 for c in commits)
 
-    # -- scratch worktrees -----------------------------------------------------------------
+    # -- scratch copies ----------------------------------------------------------------------
+
+    def export(
+        self, tree: str, dest: Path, keep: Callable[[str], bool] = lambda _: True
+    ) -> list[str]:
+        """Write the files of `tree` that `keep` accepts under `dest`, byte for byte from the
+        object store: no filters, no checkout, no `.git`; a copy shares nothing with the
+        repository. Submodules become empty folders."""
+        with ExitStack() as stack:
+            listing = self.spool(stack, "ls-tree", "-r", "-z", "--full-tree", tree).result()
+            entries = []
+            for raw in split(listing):
+                meta, _, path = raw.partition(b"\t")
+                mode, kind, sha = meta.decode().split(" ")
+                name = path.decode("utf-8", "surrogateescape")
+                if keep(name):
+                    entries.append((mode, kind, sha, name))
+            wanted = stack.enter_context(tempfile.TemporaryFile())
+            wanted.write(
+                b"".join(f"{sha}\n".encode() for _, kind, sha, _ in entries if kind == "blob")
+            )
+            wanted.seek(0)
+            blobs = self.spool(stack, "cat-file", "--batch", stdin=wanted).result()
+            dest.mkdir(parents=True, exist_ok=True)
+            for mode, kind, _, name in entries:
+                target = dest / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if kind != "blob":
+                    target.mkdir(exist_ok=True)
+                    continue
+                size = int(blobs.readline().split()[2])
+                data = blobs.read(size)
+                blobs.read(1)
+                if mode == "120000":
+                    target.symlink_to(os.fsdecode(data))
+                else:
+                    target.write_bytes(data)
+                    if mode == "100755":
+                        target.chmod(0o755)
+        return [name for _, kind, _, name in entries if kind == "blob"]
+
+    def apply_tree(
+        self, head: str, patches: Sequence[tuple[str, Path]], index: Path
+    ) -> tuple[str | None, str]:
+        """The tree of `head` with the (name, patch) pairs applied in order, computed on a
+        private index without touching any files; (tree, "") or (None, which patch git
+        refused and why)."""
+        env = {"GIT_INDEX_FILE": str(index)}
+        index.unlink(missing_ok=True)
+        try:
+            self.git("read-tree", head, env=env)
+            for name, patch in patches:
+                for mode in ("--check", None):
+                    code, _, err = self.try_git(
+                        "apply",
+                        "--cached",
+                        *([mode] if mode else []),
+                        "--whitespace=error",
+                        str(patch),
+                        env=env,
+                    )
+                    if code != 0:
+                        why = (err.strip().splitlines() or [f"exit {code}"])[0]
+                        return None, f"git apply refused {name}: {why}"
+            return self.git("write-tree", env=env).strip(), ""
+        finally:
+            index.unlink(missing_ok=True)
 
     @contextmanager
-    def worktree(self, commit: str, where: Path) -> Iterator[Path]:
-        """A detached scratch worktree of `commit`, removed afterwards whatever happens."""
-        shutil.rmtree(where, ignore_errors=True)
-        self.git("worktree", "prune")
-        self.git("worktree", "add", "--detach", "--force", "-q", str(where), commit)
+    def scratch(self, tree: str, where: Path, git_dir: bool = False) -> Iterator[Path]:
+        """A copy of `tree` at `where`, with a `.git` of its own holding one commit of it if
+        asked; removed afterwards whatever happens."""
+        files.wipe(where)
+        self.export(tree, where)
+        if git_dir:
+            own = {**_ENV, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+            for args in (
+                ("init", "-q", "-b", "scratch"),
+                ("add", "-A"),
+                (
+                    "-c",
+                    "user.name=harness",
+                    "-c",
+                    "user.email=harness@localhost",
+                    "commit",
+                    "-q",
+                    "--allow-empty",
+                    "--no-verify",
+                    "-m",
+                    "scratch",
+                ),
+            ):
+                subprocess.run(
+                    ["git", *_PREFIX, *args],
+                    cwd=where,
+                    env={
+                        **own,
+                        "PATH": os.environ.get("PATH", os.defpath),
+                        "GIT_AUTHOR_DATE": "1970-01-01T00:00:00Z",
+                        "GIT_COMMITTER_DATE": "1970-01-01T00:00:00Z",
+                    },
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    check=True,
+                )
         try:
             yield where
         finally:
-            self.try_git("worktree", "remove", "--force", str(where))
-            shutil.rmtree(where, ignore_errors=True)
-
-    def apply(self, worktree: Path, patch: Path, check_only: bool) -> str | None:
-        """`git apply` from the worktree root, no fuzz; None on success, else git's complaint."""
-        mode = "--check" if check_only else "--index"
-        code, _, err = self.try_git("apply", mode, "--whitespace=error", str(patch), cwd=worktree)
-        if code == 0:
-            return None
-        return (err.strip().splitlines() or [f"exit {code}"])[0]
-
-    def write_tree(self, worktree: Path) -> str:
-        return self.git("write-tree", cwd=worktree).strip()
+            files.wipe(where)
 
     # -- writing the branch ----------------------------------------------------------------
 
@@ -298,6 +416,23 @@ def split(stream: IO[bytes], sep: bytes = b"\0") -> Iterator[bytes]:
         yield from parts
     if rest:
         yield rest
+
+
+def _filters_off(repo: git.Repo) -> tuple[str, ...]:
+    """`-c` options that blank every filter driver the configuration defines, so reading or
+    writing a file never runs a command named there."""
+    names: set[str] = set()
+    reader = repo.config_reader()
+    for section in reader.sections():
+        kind, _, name = section.partition(" ")
+        if kind == "filter" and name:
+            names.add(name.strip('"'))
+    return tuple(
+        arg
+        for name in sorted(names)
+        for setting in ("clean=", "smudge=", "process=", "required=false")
+        for arg in ("-c", f"filter.{name}.{setting}")
+    )
 
 
 def unquote(path: bytes) -> str:

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-from . import junit, proc, scope
-from .errors import HarnessError
+from . import files, junit, proc, sandbox, scope
 
 TAIL_LINES = 5
+JUNIT_LIMIT = 64 << 20  # read from what untrusted tests wrote: bounded
 # Caches and bytecode off, hash seed fixed: a run must not depend on the one before it.
 HERMETIC = {
     "PYTHONDONTWRITEBYTECODE": "1",
@@ -102,50 +99,38 @@ class Check:
         }
 
 
-@cache
-def isolation() -> tuple[str, ...]:
-    """The prefix that runs a command without network, or () where that is impossible."""
-    for prefix in (("unshare", "-n"), ("unshare", "-rn")):
-        if shutil.which(prefix[0]) is None:
-            return ()
-        try:
-            code, _, _ = proc.capture([*prefix, "true"], cwd=Path("/"), env=dict(os.environ))
-        except HarnessError:
-            return ()
-        if code == 0:
-            return prefix
-    return ()
+Boxes = Callable[[Path, Path], sandbox.Box | None]
 
 
 class Runner:
-    """Runs verify commands hermetically: private HOME, UTC, C locale, no network if possible."""
+    """Runs verify commands hermetically, each in a sandbox of its own (`boxes` makes one for
+    a scratch copy and a private home; None when containment is off): UTC, C locale."""
 
-    def __init__(self, scratch: Path, timeout_s: float, isolate_network: bool) -> None:
+    def __init__(self, scratch: Path, timeout_s: float, boxes: Boxes, network: bool) -> None:
         self.scratch = scratch
         self.timeout_s = timeout_s
-        self.prefix = isolation() if isolate_network else ()
-        if self.prefix:
-            self.network = "isolated"
-        else:
-            self.network = "not isolated: " + (
-                "unshare -n is not available here" if isolate_network else "isolate_network off"
-            )
+        self.boxes = boxes
+        self.network = "host" if network else "none"
 
     def run(self, label: str, command: str, cwd: Path) -> Run:
         home = self.scratch / f"home-{label}"
-        shutil.rmtree(home, ignore_errors=True)
+        files.wipe(home)
         home.mkdir(parents=True)
+        box = self.boxes(cwd, home)
         env = proc.base_env(home) | HERMETIC
         log = self.scratch / f"{label}.log"
         result = proc.run(
-            [*self.prefix, "/bin/sh", "-c", command],
+            ["/bin/sh", "-c", command],
             cwd=cwd,
             env=env,
             stdout=log,
             stderr=log,
             hard_s=self.timeout_s,
+            box=box,
         )
         lines = log.read_bytes().decode("utf-8", "replace").strip().splitlines()
+        if result.survivors:
+            lines.append("still running after the command ended: " + ", ".join(result.survivors))
         tail = " | ".join(lines[-TAIL_LINES:])[-400:]
         timed_out = result.timed_out is not None
         return Run(result.code, timed_out, result.leaked, result.duration_s, tail, log)
@@ -178,9 +163,9 @@ def flipped_tests(first: Path, second: Path, report: str) -> tuple[str, ...]:
     """Tests whose outcome differs between the JUnit reports the two runs wrote."""
     found = []
     for root in (first, second):
-        path = root / report
+        data = files.read_untrusted(root / report, JUNIT_LIMIT)
         try:
-            found.append(junit.outcomes(path.read_text("utf-8")) if path.is_file() else {})
+            found.append(junit.outcomes(data.decode("utf-8")) if data is not None else {})
         except ValueError:
             found.append({})
     return tuple(junit.flipped(found[0], found[1]))

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from . import proc, schemas
+from . import proc, sandbox, schemas
 from .registry import Agent
 
 EXIT_KIND = {1: "retryable", 2: "hard"}
@@ -34,9 +34,16 @@ def env_for(agent: Agent, home: Path) -> dict[str, str]:
 
 
 def run(
-    agent: Agent, root: Path, cwd: Path, home: Path, folder: Path, timeouts: dict[str, float]
+    agent: Agent,
+    root: Path,
+    cwd: Path,
+    home: Path,
+    folder: Path,
+    timeouts: dict[str, float],
+    box: sandbox.Box | None,
 ) -> proc.Result:
-    """Start the agent with `folder/stdin` as its stdin; output goes to files in `folder`.
+    """Start the agent in its sandbox with `folder/stdin` as its stdin; output goes to
+    files in `folder`.
 
     The values of the variables the agent was allowed to see are then blanked out of both
     output files, so a key the agent echoes is never recorded.
@@ -50,6 +57,7 @@ def run(
         stderr=folder / "stderr.log",
         soft_s=timeouts["soft_s"],
         hard_s=timeouts["hard_s"],
+        box=box,
     )
     secrets = [os.environ[name] for name in agent.env if len(os.environ.get(name, "")) >= 6]
     for name in ("stdout.ndjson", "stderr.log"):

@@ -163,6 +163,7 @@ def scripted(where: Path) -> Sample:
     s = Sample(root, where / "script.json")
     reg = s.read_json("ai/agents/registry.json")
     reg["agents"][0]["args"] = ["--script", str(s.script)]
+    reg["agents"][0]["read"] = [str(s.script)]
     s.write_json("ai/agents/registry.json", reg)
     s.write_script([])
     return s

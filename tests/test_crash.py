@@ -53,6 +53,7 @@ def make_sample(base: Path) -> Sample:
     s = Sample(root, base / "script.json")
     reg = s.read_json("ai/agents/registry.json")
     reg["agents"][0]["args"] = ["--script", str(s.script)]
+    reg["agents"][0]["read"] = [str(s.script)]
     s.write_json("ai/agents/registry.json", reg)
     s.write_script([])
     return s

@@ -65,6 +65,7 @@ def build(tmp: Path, case: Case) -> Path:
                 "version": ">=0.1",
                 "capabilities": ["localized-impl"],
                 "args": ["--script", str(script)],
+                "read": [str(script)],
             }
         ]
     }

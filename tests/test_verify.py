@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import demo, verify
+from harness import demo
 
 from .conftest import Sample, calc_patch, err, new_file_patch, ok, subtask
 
@@ -38,9 +38,18 @@ def toml(value: Any) -> str:
     raise TypeError(value)
 
 
-def configure(sample: Sample, *, coverage: bool = False, **checks: Any) -> None:
-    """ai/harness.toml with exactly the given [verify] keys (nothing else runs)."""
-    lines = ["[identity]", 'name = "harness"', 'email = "harness@example.invalid"', "[verify]"]
+def configure(
+    sample: Sample, *, coverage: bool = False, contained: bool = True, **checks: Any
+) -> None:
+    """ai/harness.toml with exactly the given [verify] keys (nothing else runs).
+
+    `contained=False` is for tests that watch the commands from outside through a shared
+    file, which the sandbox rightly forbids (containment itself: test_containment_e2e.py).
+    """
+    lines = ["[identity]", 'name = "harness"', 'email = "harness@example.invalid"']
+    if not contained:
+        lines += ["[sandbox]", 'mode = "off"']
+    lines += ["[verify]"]
     lines += [f"{key} = {toml(value)}" for key, value in checks.items()]
     if coverage:
         lines += ["[coverage]", f"command = {toml(COVERAGE)}"]
@@ -157,7 +166,7 @@ def test_format_lint_license_build_run_in_order_then_tests_twice_with_evidence(
     cmds = {n: f"echo {n} >> {order}; echo {n}-says-hello" for n in ("format", "lint", "license")}
     cmds["build"] = f"echo build >> {order}; echo build-says-hello"
     cmds["test"] = f"echo test >> {order}; echo test-says-hello"
-    configure(sample, **cmds)
+    configure(sample, contained=False, **cmds)
     assert step(sample, [subtask("T1")], [ok("T1", ("src/calc.py", calc_patch()))]) == 0
     completed(sample)
     assert order.read_text().split() == ["format", "lint", "license", "build", "test", "test"]
@@ -193,6 +202,7 @@ def test_failing_lint_stops_the_checks_after_it_and_is_retried_once(
     order = tmp_path / "order"
     configure(
         sample,
+        contained=False,
         format=f"echo format >> {order}",
         lint=f"echo lint >> {order}; echo 'E501 line too long' >&2; exit 1",
         license=f"echo license >> {order}",
@@ -256,7 +266,9 @@ def test_each_test_run_has_a_fresh_worktree_and_a_private_hermetic_environment(
     out = tmp_path / "env"
     # Fails if the marker survived from the other run: each run needs its own worktree.
     configure(
-        sample, test=f"test ! -e marker && touch marker && {{ echo ---; pwd; env; }} >> {out}"
+        sample,
+        contained=False,
+        test=f"test ! -e marker && touch marker && {{ echo ---; pwd; env; }} >> {out}",
     )
     env = {"HARNESS_SECRET_FOR_TEST": "leaked"}
     assert step(sample, [subtask("T1")], [ok("T1", ("src/calc.py", calc_patch()))], env) == 0
@@ -280,60 +292,36 @@ def test_each_test_run_has_a_fresh_worktree_and_a_private_hermetic_environment(
     assert "marker" not in sample.git("ls-tree", "-r", "--name-only", "HEAD")
 
 
-FAKE_UNSHARE = "#!/bin/sh\necho 'unshare: not permitted' >&2\nexit 1\n"
-
-
-@pytest.mark.parametrize("mode", ["isolated", "off", "unavailable"])
-def test_network_isolation_is_real_or_said_not_to_be(
-    sample: Sample, tmp_path: Path, mode: str
+@pytest.mark.parametrize("isolate", [True, False])
+def test_verify_commands_get_no_network_unless_the_config_allows_it(
+    sample: Sample, isolate: bool
 ) -> None:
-    if mode == "isolated" and not verify.isolation():
-        pytest.skip("unshare -n does not work on this machine")
-    out = tmp_path / "netdev"
-    settings: dict[str, Any] = {"test": f"cat /proc/net/dev > {out}"}
-    env = None
-    if mode == "off":
-        settings["isolate_network"] = False
-    if mode == "unavailable":
-        fake = tmp_path / "bin"
-        fake.mkdir()
-        (fake / "unshare").write_text(FAKE_UNSHARE)
-        (fake / "unshare").chmod(0o755)
-        env = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
-    configure(sample, **settings)
-    assert step(sample, [subtask("T1")], [ok("T1", ("src/calc.py", calc_patch()))], env) == 0
+    # /proc/net is per network namespace: the sandbox's own shows loopback only.
+    configure(sample, test="tail -n +3 /proc/net/dev | cut -d: -f1", isolate_network=isolate)
+    assert step(sample, [subtask("T1")], [ok("T1", ("src/calc.py", calc_patch()))]) == 0
     (tested,) = named(sample, "test_passed")
-    network = tested["details"]["network"]
-    seen = interfaces(out.read_text())
-    if mode == "isolated":
-        # /proc/net is per network namespace; /sys/class/net is not (sysfs keeps the
-        # namespace it was mounted in), so it cannot show isolation without a remount.
-        assert network == "isolated" and seen == ["lo"]
-    else:
-        why = "isolate_network off" if mode == "off" else "unshare -n is not available here"
-        assert network == f"not isolated: {why}"
-        assert seen == interfaces(Path("/proc/net/dev").read_text())
-    assert evidence(sample)["00-test"]["network"] == network
+    assert tested["details"]["network"] == ("none" if isolate else "host")
+    tail = evidence(sample)["00-test"]["runs"][0]["tail"]
+    seen = sorted(name.strip() for name in tail.split("|"))
+    assert seen == (["lo"] if isolate else interfaces(Path("/proc/net/dev").read_text()))
 
 
 @pytest.mark.parametrize("leak", [True, False])
 def test_a_process_left_running_fails_the_tests_and_is_killed(
-    sample: Sample, tmp_path: Path, leak: bool
+    sample: Sample, leak: bool
 ) -> None:
-    pids = tmp_path / "pids"
-    command = (
-        f"sleep 30 & echo $! >> {pids}; exit 0" if leak else f"sleep 0.2 & echo $! >> {pids}; wait"
-    )
+    # A setsid daemon is in the sandbox's PID namespace too: seen, named, killed.
+    marker = f"{31 + os.getpid() % 1000}.{os.getpid()}"
+    command = f"setsid sleep {marker} & exit 0" if leak else "sleep 0.2 & wait"
     configure(sample, test=command)
     code = step(sample, [subtask("T1")], [ok("T1", ("src/calc.py", calc_patch()))])
-    started = [int(p) for p in pids.read_text().split()]
-    assert started and not any(alive(pid) for pid in started)
+    assert not [p for p in running() if marker in p]
     if not leak:
         assert code == 0
         (tested,) = named(sample, "test_passed")
         assert "process_leak" not in tested["details"]
         return
-    assert code == 1 and len(started) == 4  # two runs, one retry with two more
+    assert code == 1
     failed = named(sample, "test_failed")
     assert len(failed) == 2
     assert failed[0]["details"]["process_leak"] is True
@@ -342,7 +330,19 @@ def test_a_process_left_running_fails_the_tests_and_is_killed(
     assert "process leak" in failed[0]["error"]
     runs = evidence(sample)["00-test"]["runs"]
     assert [r["leaked"] for r in runs] == [True, True]
+    assert "still running after the command ended: " in runs[0]["tail"]
     assert sample.names()[-1] == "blocker_encountered"
+
+
+def running() -> list[str]:
+    """Command lines of every process on the host."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            found.append(cmdline.read_bytes().replace(b"\0", b" ").decode("utf-8", "replace"))
+        except OSError:
+            continue
+    return found
 
 
 def counted(counter: Path, codes: list[int]) -> str:
@@ -362,7 +362,7 @@ def test_run_pairs_pass_only_when_both_pass_and_are_never_rerun_until_green(
     sample: Sample, tmp_path: Path, codes: tuple[int, int], outcome: str
 ) -> None:
     counter = tmp_path / "count"
-    configure(sample, test=counted(counter, list(codes)))
+    configure(sample, contained=False, test=counted(counter, list(codes)))
     assert step(sample, [subtask("T1")], [ok("T1", ("src/calc.py", calc_patch()))]) == 0
     completed(sample)
     if outcome == "ok":
@@ -404,6 +404,7 @@ def test_junit_report_names_the_tests_that_flipped(sample: Sample, tmp_path: Pat
     sample.commit_all("a test that flips")
     configure(
         sample,
+        contained=False,
         test=f"{PY} -m pytest -q --junitxml=out/report.xml tests/test_flip.py",
         junit="out/report.xml",
     )
@@ -435,7 +436,7 @@ def test_parallel_runs_run_the_pair_side_by_side(
 ) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
-    configure(sample, test=rendezvous(shared), parallel_runs=parallel)
+    configure(sample, contained=False, test=rendezvous(shared), parallel_runs=parallel)
     answers = [
         ok("T1", ("src/calc.py", calc_patch()), retry=False),
         err("T1", "hard", "gave up", retry=True),

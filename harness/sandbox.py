@@ -1,0 +1,307 @@
+"""The boundary around everything untrusted: a bubblewrap sandbox per command.
+
+A worker and every verify command run in fresh user, mount, PID, IPC, UTS and network
+namespaces: the system read-only, one scratch folder writable at WORK, a private home at
+HOME, a fresh /proc and /tmp, nothing else of the host. A small init (pid 1 inside) runs the
+command, and when it ends lists what is still alive — a setsid or double-forked daemon is a
+leak — then kills everything in the namespace and reports to a file harness owns.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import orjson
+
+from .errors import Halted
+
+WORK = Path("/sandbox/work")
+HOME = Path("/sandbox/home")
+FIX = (
+    'install bubblewrap (apt-get install -y bubblewrap), or set [sandbox] mode = "off" '
+    "in ai/harness.toml to run uncontained"
+)
+
+# pid 1 inside the sandbox. Not dumpable, so the command can neither ptrace it nor open its
+# fds through /proc/1/fd; the report fd is closed on exec, so only init writes it.
+INIT = r"""
+import json, os, signal, sys
+fd = int(sys.argv[1]); argv = sys.argv[2:]
+os.set_inheritable(fd, False)
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+except Exception:
+    pass
+pid = 0
+def forward(signum, frame):
+    if pid:
+        try: os.killpg(pid, signum)
+        except OSError: pass
+signal.signal(signal.SIGTERM, forward)
+signal.signal(signal.SIGINT, forward)
+code = 127
+try:
+    pid = os.posix_spawnp(argv[0], argv, dict(os.environ), setpgroup=0)
+except OSError as exc:
+    os.write(2, f"sandbox: cannot execute {argv[0]!r}: {exc.strerror}\n".encode())
+while pid:
+    try:
+        done, status = os.wait()
+    except ChildProcessError:
+        break
+    if done == pid:
+        code = os.waitstatus_to_exitcode(status)
+        break
+me = os.getpid()
+leaked = []
+for name in os.listdir("/proc"):
+    if not name.isdigit() or int(name) == me:
+        continue
+    try:
+        with open(f"/proc/{name}/stat", "rb") as fh:
+            head, _, tail = fh.read().rpartition(b")")
+    except OSError:
+        continue
+    if tail.split()[0] != b"Z":
+        leaked.append(head.partition(b"(")[2].decode("utf-8", "replace"))
+try:
+    os.kill(-1, signal.SIGKILL)
+except OSError:
+    pass
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+os.ftruncate(fd, 0)
+os.pwrite(fd, json.dumps([code, sorted(leaked)]).encode(), 0)
+os._exit(code if 0 <= code < 256 else 128 - code)
+"""
+
+
+@dataclass(frozen=True)
+class Box:
+    """One command's view: `work` writable at WORK, `home` writable at HOME, the rest read-only.
+
+    `readonly` are paths under `work` re-bound read-only; `files` are host files bound
+    read-only where they are (the worker's own program, its persona); `home_files` are files
+    of the user's home a CLI needs, bound read-only at the same place under HOME.
+    """
+
+    work: Path
+    home: Path
+    network: bool = False
+    readonly: tuple[str, ...] = ()
+    files: tuple[Path, ...] = ()
+    home_files: tuple[tuple[Path, str], ...] = ()
+    hide: tuple[Path, ...] = field(default=())  # host trees no toolchain bind may expose
+
+    def inside(self, path: Path) -> Path:
+        """Where a host path under `work` or `home` is seen from inside."""
+        for host, seen in ((self.work, WORK), (self.home, HOME)):
+            if path == host or host in path.parents:
+                return seen / path.relative_to(host)
+        return path
+
+
+@dataclass(frozen=True)
+class Report:
+    code: int
+    leaked: tuple[str, ...]  # names of processes alive in the namespace after the command
+
+
+def bwrap() -> str | None:
+    return shutil.which("bwrap")
+
+
+@cache
+def problem() -> str | None:
+    """Why no sandbox can be made on this machine, or None when one can."""
+    exe = bwrap()
+    if exe is None:
+        return "bwrap is not installed"
+    with tempfile.TemporaryDirectory(prefix="harness-probe-") as tmp:
+        work, home = Path(tmp) / "work", Path(tmp) / "home"
+        work.mkdir()
+        home.mkdir()
+        box = Box(work, home)
+        argv = [*prefix(box, WORK), "/bin/sh", "-c", "echo ok > probe"]
+        try:
+            done = subprocess.run(
+                argv, env={"PATH": os.defpath}, capture_output=True, timeout=30, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bwrap did not start: {exc}"
+        if done.returncode != 0 or not (work / "probe").is_file():
+            why = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            return f"bwrap cannot make a sandbox here: {why[-1] if why else done.returncode}"
+    return None
+
+
+def version() -> str | None:
+    exe = bwrap()
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.decode("utf-8", "replace").strip() or None
+
+
+def require() -> None:
+    """Fail closed: no untrusted command runs outside the boundary unless the config says so."""
+    why = problem()
+    if why is not None:
+        raise Halted(f"no sandbox: {why}; {FIX}")
+
+
+def prefix(box: Box, cwd: Path, init: tuple[str, int] | None = None) -> list[str]:
+    """The bwrap command line that enters `box` at `cwd` (a path as seen inside).
+
+    With `init` (python, report fd) the command runs under the init above, as pid 1.
+    """
+    argv = [
+        bwrap() or "bwrap",
+        "--unshare-all",
+        *(["--share-net"] if box.network else []),
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "sandbox",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / top
+        if path.is_symlink():
+            argv += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for path in toolchain(box.hide):
+        argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--bind", str(box.work), str(WORK), "--bind", str(box.home), str(HOME)]
+    for rel in box.readonly:
+        if plain_file(box.work, rel):
+            argv += ["--ro-bind", str(box.work / rel), str(WORK / rel)]
+    for path in box.files:
+        argv += ["--ro-bind", str(path), str(path)]
+    for path, rel in box.home_files:
+        argv += ["--ro-bind-try", str(path), str(HOME / rel)]
+    argv += ["--chdir", str(cwd)]
+    if init is not None:
+        python, fd = init
+        argv += ["--as-pid-1", "--", python, "-I", "-S", "-c", INIT, str(fd)]
+    else:
+        argv.append("--")
+    return argv
+
+
+def plain_file(root: Path, rel: str) -> bool:
+    """A regular file reached through real folders only: bwrap would follow a symlink on the
+    way to a mount point, so nothing else may become one."""
+    here = root
+    for part in Path(rel).parts:
+        here = here / part
+        try:
+            mode = here.lstat().st_mode
+        except OSError:
+            return False
+        if stat.S_ISLNK(mode):
+            return False
+    return stat.S_ISREG(mode)
+
+
+def toolchain(hide: Iterable[Path]) -> list[Path]:
+    """Read-only host folders a command needs beyond /usr and /etc: the Python running
+    harness, harness itself, and the folders on PATH — never the home or `hide`."""
+    home = Path(os.environ.get("HOME", "/nonexistent")).resolve()
+    hidden = [Path(p).resolve() for p in hide]
+    wanted: list[Path] = []
+    for raw in os.environ.get("PATH", "").split(os.pathsep):
+        path = Path(raw)
+        if not raw or not path.is_absolute() or not path.is_dir():
+            continue
+        path = path.resolve()
+        # A tool's bin/ usually needs the lib/ beside it.
+        wanted.append(path.parent if path.name == "bin" else path)
+    trusted = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)]
+    trusted += [Path(p) for p in sys.path if p and Path(p).is_absolute()]
+    trusted += [Path(p) for p in _package_dirs()]
+    found: set[Path] = set()
+    for path in wanted:
+        path = path.resolve()
+        if _under(path, home) or path == home.parent or _ancestor(path, home):
+            continue
+        found.add(path)
+    for path in trusted:
+        if path.is_dir():
+            found.add(path.resolve())
+    kept = sorted(
+        p
+        for p in found
+        if p != Path("/")
+        and not _under(p, Path("/usr"))
+        and not _under(p, Path("/etc"))
+        and not any(_under(p, h) or _ancestor(p, h) for h in hidden)
+    )
+    # A folder inside another bound one adds nothing.
+    return [p for p in kept if not any(q != p and _under(p, q) for q in kept)]
+
+
+def _package_dirs() -> list[str]:
+    """Where harness's own packages are: a worker shim runs harness.workers inside."""
+    found = []
+    for name in ("harness", "harness.workers", "harness._schemas"):
+        spec = importlib.util.find_spec(name)
+        found += list(spec.submodule_search_locations or []) if spec else []
+    return found
+
+
+def _under(path: Path, top: Path) -> bool:
+    return path == top or top in path.parents
+
+
+def _ancestor(path: Path, of: Path) -> bool:
+    return path in of.parents
+
+
+def command(box: Box, argv: Sequence[str], cwd: Path, report_fd: int, info_fd: int) -> list[str]:
+    """The full command line that runs `argv` at `cwd` (a host path) in `box`, under init."""
+    enter = prefix(box, box.inside(cwd), (sys.executable, report_fd))
+    at = enter.index("--die-with-parent")
+    return [*enter[:at], "--info-fd", str(info_fd), *enter[at:], *argv]
+
+
+def read_report(fd: int) -> Report | None:
+    """What init reported, or None when it never got to (the sandbox was killed)."""
+    data = os.pread(fd, 1 << 20, 0)
+    try:
+        code, leaked = orjson.loads(data)
+        return Report(int(code), tuple(str(name) for name in leaked))
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        return None
+
+
+def child_pid(info: bytes) -> int | None:
+    """The host pid of the sandbox's pid 1, from what bwrap wrote to --info-fd."""
+    try:
+        found = orjson.loads(info).get("child-pid")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return found if isinstance(found, int) and found > 1 else None

@@ -32,6 +32,7 @@ import orjson
 from . import exchanges, repo, schemas, scope, state, tokens
 from .errors import InvalidInput
 from .layout import Layout
+from .printable import printable
 from .progress import GENESIS
 
 _Event = dict[str, Any]
@@ -44,7 +45,6 @@ _CHECK_PASSED = frozenset({"build_succeeded", "test_passed", "phase_completed"})
 _CHECK_FAILED = frozenset({"build_failed", "test_failed", "acceptance_failed"})
 _REGULAR = (b"100644", b"100755")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NO_DETAILS: dict[str, Any] = {}
 
 
@@ -94,7 +94,7 @@ class _Findings:
         if self.counts[kind] <= _CAP:
             text = reason if isinstance(reason, str) else reason()
             # Log values are anyone's text: a finding stays one printable line.
-            self.shown.append(Finding(seq, _CONTROL.sub("?", text)))
+            self.shown.append(Finding(seq, printable(text)))
 
     def result(self) -> list[Finding]:
         shown = sorted(self.shown, key=lambda f: (f.seq is None, f.seq or 0, f.reason))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from . import clock, schemas
+from .printable import printable
 
 Event = dict[str, Any]
 
@@ -19,9 +19,6 @@ SHORTENED = frozenset({"call_id", "commit"})
 FAILED = frozenset({"error", "blocked"})
 ERROR_WIDTH = 72
 RED, RESET = "\x1b[31m", "\x1b[0m"
-# Errors and details come from agents: a control character must not reach the terminal,
-# where an escape sequence could rewrite what the reader sees.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -74,8 +71,10 @@ def render(row: Row, color: bool) -> str:
     which is also red when `color` (stdout is a terminal)."""
     ev = row.event
     bad = failed(ev)
-    text = (
-        f"{'!' if bad else ' '} {ev['seq']:>6} {ev['ts']} {clean(str(ev.get('step', '-'))):<8} "
+    # Errors and details come from agents: an escape sequence must not reach the terminal,
+    # where it could rewrite what the reader sees.
+    text = printable(
+        f"{'!' if bad else ' '} {ev['seq']:>6} {ev['ts']} {ev.get('step', '-'):<8} "
         f"{ev['event']:<22} {ev['status']:<7} {span(row.duration):>6}  {details(ev)}"
     ).rstrip()
     return f"{RED}{text}{RESET}" if bad and color else text
@@ -101,15 +100,11 @@ def details(ev: Event) -> str:
         value = found.get(key)
         if value is None:
             continue
-        text = clean(str(value))
+        text = str(value)
         parts.append(f"{key}={text[:12] if key in SHORTENED else text}")
     if "error" in ev:
-        error = clean(" ".join(str(ev["error"]).split()))
+        error = " ".join(str(ev["error"]).split())
         if len(error) > ERROR_WIDTH:
             error = error[: ERROR_WIDTH - 3] + "..."
         parts.append(f"error: {error}")
     return " ".join(parts)
-
-
-def clean(text: str) -> str:
-    return _CONTROL.sub("?", text)

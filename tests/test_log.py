@@ -76,11 +76,17 @@ def test_details_cuts_the_error_to_one_short_line() -> None:
 
 def test_control_characters_never_reach_the_terminal() -> None:
     event = ev(
-        9, "subagent_failed", "error", details={"kind": "hard\x1b[2J"}, error="a\x1b]0;x\x07b"
+        9,
+        "subagent_failed",
+        "error",
+        step="T\u202e1",
+        details={"kind": "hard\x1b[2J"},
+        error="a\x1b]0;x\x07b",
     )
     text = logview.render(logview.Row(event, None), color=False)
-    assert "\x1b" not in text and "\x07" not in text
-    assert "kind=hard?[2J" in text and "error: a?]0;x?b" in text
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "kind=hard\\x1b[2J" in text and "error: a\\x1b]0;x\\x07b" in text
+    assert " T\\u202e1 " in text
 
 
 def test_failures_are_marked_and_red_only_with_color() -> None:

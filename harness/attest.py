@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from . import __version__, repo, schemas
+from . import __version__, repo, schemas, state
 from .errors import InvalidInput
 from .layout import Layout
 from .progress import line_hash
@@ -135,7 +135,11 @@ def _statement(at: _Commit, task_id: str) -> dict[str, Any]:
                     "task_id": task_id,
                     "plan": at.json(at.rel(layout.plan(task_id)), "plan"),
                 },
-                "internalParameters": {"files": config, "log_head": head},
+                "internalParameters": {
+                    "files": config,
+                    "log_head": head,
+                    "uncontained_events": state.uncontained(events),
+                },
                 "resolvedDependencies": dependencies,
             },
             "runDetails": {

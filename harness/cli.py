@@ -24,9 +24,11 @@ from . import (
     logview,
     orchestrator,
     personas,
+    recordset,
     registry,
     replay,
     repo,
+    sandbox,
     state,
     tokens,
 )
@@ -85,18 +87,26 @@ def _task_id(value: str) -> str:
 
 @contextmanager
 def _locked(layout: Layout, task_id: str, wait: bool) -> Iterator[None]:
-    """One harness per task at a time: the second one is busy (exit 3) unless it waits."""
-    path = layout.state / "locks" / f"{task_id}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path), timeout=-1 if wait else 0)
+    """One harness per task, and one writing harness per repository (they share the index
+    and the branch): the second one is busy (exit 3) unless it waits."""
+    locks = layout.state / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    held = []
     try:
-        lock.acquire()
-    except Timeout:
-        raise Busy(f"task {task_id} is busy: another harness holds {path}") from None
-    try:
+        for path, what in (
+            (locks / f"{task_id}.lock", f"task {task_id}"),
+            (locks / "repository.lock", "the repository"),
+        ):
+            lock = FileLock(str(path), timeout=-1 if wait else 0)
+            try:
+                lock.acquire()
+            except Timeout:
+                raise Busy(f"{what} is busy: another harness holds {path}") from None
+            held.append(lock)
         yield
     finally:
-        lock.release()
+        for lock in reversed(held):
+            lock.release()
 
 
 def _record(task: orchestrator.Task) -> None:
@@ -109,8 +119,12 @@ def _record(task: orchestrator.Task) -> None:
         f"Harness-Log-Head: {task.log.head}\n"
     )
     who = (task.config.name, task.config.email)
+    keep, refused = recordset.collect(task.layout, task.task_id)
+    for line in refused:
+        print(f"harness: not recorded: {printable(line)}", file=sys.stderr)
     task.git.record(
         task.layout.record_paths(task.task_id),
+        keep,
         message,
         who,
         task.events[-1]["ts"],
@@ -235,7 +249,6 @@ def _step(args: argparse.Namespace, loop: bool) -> int:
     task_id = _task_id(args.task_id)
     with _locked(layout, task_id, args.wait):
         task = orchestrator.Task.load(layout, task_id, clock.from_env())
-        logged = len(task.events)
         try:
             while True:
                 done = orchestrator.step(task)
@@ -248,8 +261,9 @@ def _step(args: argparse.Namespace, loop: bool) -> int:
                     return 0
                 sys.stdout.flush()
         finally:
-            if len(task.events) > logged:
-                _record(task)
+            # Also when nothing new was logged: a run killed after its last event left
+            # that event unrecorded.
+            _record(task)
 
 
 def cmd_next(args: argparse.Namespace) -> int:
@@ -291,6 +305,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             "subtasks": rows,
             "complete": state.has(log.events, "task_completed"),
             "cost_usd": cost,
+            "uncontained_events": state.uncontained(log.events),
         }
         sys.stdout.write(files.pretty(doc).decode())
         return 0
@@ -303,6 +318,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"\t{row['id']} unverified: {printable(text)}")
     if cost:
         print(f"cost: ${cost:.4f}")
+    if state.uncontained(log.events):
+        print(f"NOT CONTAINED: {state.uncontained(log.events)} event(s) ran with the sandbox off")
     if block is not None:
         print(f"blocked at {block.get('step')}: {printable(str(block.get('error')))}")
     return 0
@@ -322,6 +339,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
         _record(task)
     print(f"task {task_id} resumed at {block.get('step')}")
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Whether untrusted commands can be contained on this machine, and why not."""
+    found = sandbox.diagnose()
+    for name, value in found.items():
+        print(f"{name}: {printable(value)}")
+    return 0 if found["sandbox"] == "works" else 1
 
 
 def cmd_registry_check(args: argparse.Namespace) -> int:
@@ -518,6 +543,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--subtask", help="only this subtask's events")
     p.add_argument("--json", action="store_true", help="the events as JSON lines")
 
+    add("doctor", cmd_doctor, "whether the sandbox works on this machine, and why not")
     p = add("demo", cmd_demo, "run a sample task offline with the scripted worker")
     p.add_argument("--dir", help="where to build the sample repository (default: a temp dir)")
     return parser

@@ -16,7 +16,7 @@ import git
 from git.exc import InvalidGitRepositoryError, NoSuchPathError
 
 from . import clock, files
-from .errors import HarnessError, InvalidInput
+from .errors import Halted, HarnessError, InvalidInput
 
 # Nothing the repository's configuration names runs inside harness's own git: no hooks, no
 # fsmonitor, no external diff (filters are switched off per repository, see Repo.guard).
@@ -71,6 +71,11 @@ class Repo:
     def git(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
         """Run git; a failure is a HarnessError carrying git's last line of complaint."""
         code, out, err = self.try_git(*args, cwd=cwd, env=env)
+        if code != 0 and "index.lock': File exists" in err:
+            raise Halted(
+                f"git {args[0]}: {self.root / '.git' / 'index.lock'} exists; if no git is "
+                "running (a killed harness leaves it), remove it and run again"
+            )
         if code != 0:
             tail = (err.strip().splitlines() or [f"exit {code}"])[-1]
             raise HarnessError(f"git {args[0]} failed: {tail}")
@@ -357,15 +362,24 @@ class Repo:
                 (self.root / path).unlink(missing_ok=True)
 
     def record(
-        self, paths: Sequence[str], message: str, who: tuple[str, str], ts: str, index: Path
+        self,
+        paths: Sequence[str],
+        keep: Sequence[str],
+        message: str,
+        who: tuple[str, str],
+        ts: str,
+        index: Path,
     ) -> str | None:
-        """Commit `paths` as they are on disk on top of HEAD, leaving other changes alone."""
+        """Commit on top of HEAD exactly the files `keep` under `paths` (whatever else lies
+        under `paths` is dropped from the commit), leaving other changes alone."""
         head = self.head()
         env = {"GIT_INDEX_FILE": str(index)}
         index.unlink(missing_ok=True)
         try:
             self.git("read-tree", head, env=env)
-            self.git("add", "-A", "-f", "--", *paths, env=env)
+            self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *paths, env=env)
+            if keep:
+                self.git("add", "-f", "--", *keep, env=env)
             tree = self.git("write-tree", env=env).strip()
         finally:
             index.unlink(missing_ok=True)

@@ -268,6 +268,10 @@ def _summary(
     ]
     if events:
         rows.append(("Log", f"{_e(events[0]['ts'])} to {_e(events[-1]['ts'])}"))
+    bare = state.uncontained(events)
+    rows.append(
+        ("Contained", "yes" if not bare else f"NO: {bare} event(s) ran with the sandbox off")
+    )
     out = ['<section id="summary"><h2>Summary</h2><dl>']
     out += [f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows]
     out.append("</dl>")

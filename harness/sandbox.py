@@ -160,6 +160,30 @@ def version() -> str | None:
     return out.stdout.decode("utf-8", "replace").strip() or None
 
 
+def diagnose() -> dict[str, str]:
+    """What `harness doctor` prints: the sandbox's state on this machine and why."""
+    exe = bwrap()
+    why = problem()
+    found = {
+        "sandbox": "works" if why is None else f"does not work: {why}",
+        "bwrap": exe or "not found on PATH",
+        "version": version() or "unknown",
+    }
+    if exe is not None:
+        mode = os.stat(exe).st_mode
+        # A setuid bwrap is what the known privilege escalations need; harness never
+        # depends on one (it uses an unprivileged user namespace).
+        found["setuid"] = (
+            "yes (not needed: prefer a non-setuid bwrap)" if mode & stat.S_ISUID else "no"
+        )
+    found["mount points"] = (
+        "chosen by harness only: read-only binds go on regular files reached without symlinks"
+    )
+    if why is not None:
+        found["fix"] = FIX
+    return found
+
+
 def require() -> None:
     """Fail closed: no untrusted command runs outside the boundary unless the config says so."""
     why = problem()

@@ -92,3 +92,8 @@ def subtask_status(events: Sequence[Event], step: str) -> str:
     if mine[-1]["event"] == "step_failed":
         return "failed"
     return "running"
+
+
+def uncontained(events: Sequence[Event]) -> int:
+    """How many events ran with the sandbox off ([sandbox] mode = "off")."""
+    return sum(1 for ev in events if ev.get("details", {}).get("contained") is False)

@@ -82,6 +82,12 @@ class Sample:
     def set_config(self, text: str) -> None:
         (self.root / "ai" / "harness.toml").write_text(text)
 
+    def uncontain(self) -> None:
+        """[sandbox] mode = "off": for tests whose fake CLIs report through a file outside
+        the repository, which the sandbox rightly forbids (containment has its own tests)."""
+        with (self.root / "ai" / "harness.toml").open("a") as fh:
+            fh.write('\n[sandbox]\nmode = "off"\n')
+
     def commit_all(self, message: str) -> None:
         self.git("add", "-A")
         self.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)

@@ -34,6 +34,7 @@ def use_claude(
     if commands is not None:
         agent["commands"] = commands
     sample.write_json("ai/agents/registry.json", {"agents": [agent]})
+    sample.uncontain()
 
 
 def fake_env(mode: str, log: Path, **extra: str) -> dict[str, str]:

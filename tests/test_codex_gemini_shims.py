@@ -42,6 +42,7 @@ def use_agent(
     if commands is not None:
         agent["commands"] = commands
     sample.write_json("ai/agents/registry.json", {"agents": [agent]})
+    sample.uncontain()
 
 
 def run(

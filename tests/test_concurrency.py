@@ -75,7 +75,7 @@ def test_second_next_is_busy_at_once_and_names_the_lock(
     res = sample.cli("next", "demo")
     took = time.monotonic() - start
     assert res.returncode == 3, res.stderr
-    assert "busy" in res.stderr and "ai/tmp/locks/demo.lock" in res.stderr
+    assert "busy" in res.stderr and ".git/harness/locks/demo.lock" in res.stderr
     assert took < 2, f"busy answer took {took:.2f}s"
     assert first.poll() is None  # it really was answered while the first held the lock
 

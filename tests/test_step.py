@@ -190,6 +190,7 @@ def test_flaky_test_is_a_failure(sample: Sample, tmp_path) -> None:
         '[identity]\nname = "harness"\nemail = "h@x"\n[verify]\n'
         f'test = "if [ -e {flag} ]; then rm {flag}; exit 1; else touch {flag}; fi"\n'
     )
+    sample.uncontain()  # the two runs share a flag outside their sandboxes
     sample.write_plan([subtask("T1")])
     sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
     assert sample.cli("next", "demo").returncode == 1
@@ -393,7 +394,7 @@ def test_worker_sees_only_the_allowlisted_environment(sample: Sample) -> None:
     text = stderr.read_text()
     assert "s3cr3t-canary" not in text and "ALLOWED_NAME=yes" in text
     assert "TZ=UTC" in text and "LC_ALL=C" in text
-    assert str(sample.root / "ai" / "tmp") in text  # cwd: a scratch worktree, not the tree
+    assert "/sandbox/work" in text  # cwd: a copy in its sandbox, not the tree
     names = {line.split("=", 1)[0] for line in text.splitlines() if "=" in line}
     assert not any(n.startswith("GIT_") for n in names)
     failed = next(e for e in sample.events() if e["event"] == "subagent_failed")

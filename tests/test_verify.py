@@ -307,9 +307,7 @@ def test_verify_commands_get_no_network_unless_the_config_allows_it(
 
 
 @pytest.mark.parametrize("leak", [True, False])
-def test_a_process_left_running_fails_the_tests_and_is_killed(
-    sample: Sample, leak: bool
-) -> None:
+def test_a_process_left_running_fails_the_tests_and_is_killed(sample: Sample, leak: bool) -> None:
     # A setsid daemon is in the sandbox's PID namespace too: seen, named, killed.
     marker = f"{31 + os.getpid() % 1000}.{os.getpid()}"
     command = f"setsid sleep {marker} & exit 0" if leak else "sleep 0.2 & wait"

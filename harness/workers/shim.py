@@ -118,7 +118,7 @@ class Sandbox:
     def create(cls, source: Path, visible: list[str], readonly: list[str], parent: Path) -> Sandbox:
         root = Path(tempfile.mkdtemp(prefix="sandbox-", dir=parent))
         kept = []
-        for path in _tracked(source):
+        for path in _files(source):
             if scope.matches(path, visible) and not path.startswith(".git"):
                 target = root / path
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -160,11 +160,12 @@ class Sandbox:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _tracked(source: Path) -> list[str]:
-    out = subprocess.run(["git", "ls-files", "-z"], cwd=source, capture_output=True, check=False)
-    if out.returncode != 0:  # not a checkout: take the files as they are
-        return sorted(p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file())
-    return sorted(filter(None, out.stdout.decode("utf-8", "replace").split("\0")))
+def _files(source: Path) -> list[str]:
+    """The files harness put in the shim's working copy. Not `git ls-files`: the copy has no
+    .git, and git would walk up to whatever repository lies above it."""
+    return sorted(
+        p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_symlink() or p.is_file()
+    )
 
 
 # -- the prompt -------------------------------------------------------------------------------

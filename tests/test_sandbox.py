@@ -1,0 +1,106 @@
+"""The sandbox mechanism through the process chokepoint: what a boxed command can and cannot do."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness import proc, sandbox
+from harness.errors import Halted
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> sandbox.Box:
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    return sandbox.Box(work, home, hide=(tmp_path,))
+
+
+def sh(box: sandbox.Box, command: str, **kw: float) -> tuple[proc.Result, str]:
+    out = box.work.parent / "out"
+    res = proc.shell(
+        command, cwd=box.work, env=proc.base_env(box.home), stdout=out, stderr=out, box=box, **kw
+    )
+    return res, out.read_text()
+
+
+def test_only_the_work_folder_and_home_are_writable(box: sandbox.Box, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    res, out = sh(
+        box,
+        f"echo in > kept; echo h > $HOME/h; echo x > {outside}; echo y > /etc/x; pwd; echo $HOME",
+    )
+    assert (box.work / "kept").read_text() == "in\n" and (box.home / "h").is_file()
+    assert not outside.exists()
+    assert out.splitlines()[-2:] == ["/sandbox/work", "/sandbox/home"]
+    assert res.code != 0 or "Read-only" in out
+
+
+def test_the_home_and_hidden_trees_are_not_there(box: sandbox.Box, tmp_path: Path) -> None:
+    _, out = sh(box, f"ls {tmp_path} 2>&1; ls {os.environ.get('HOME', '/root')} 2>&1; echo end")
+    assert "outside" not in out and "No such file" in out
+
+
+def test_no_network_but_loopback(box: sandbox.Box) -> None:
+    _, out = sh(box, "tail -n +3 /proc/net/dev | cut -d: -f1")
+    assert [line.strip() for line in out.splitlines()] == ["lo"]
+
+
+@pytest.mark.parametrize("command", ["setsid sleep 60 & exit 0", "(sleep 60 &) ; exit 0"])
+def test_daemons_are_a_leak_and_are_killed(box: sandbox.Box, command: str) -> None:
+    res, _ = sh(box, command)
+    assert res.code == 0 and res.leaked and res.survivors
+
+
+def test_waited_children_are_no_leak(box: sandbox.Box) -> None:
+    res, _ = sh(box, "sleep 0.1 & wait")
+    assert res.code == 0 and not res.leaked
+
+
+def test_soft_timeout_terminates_the_command(box: sandbox.Box) -> None:
+    res, _ = sh(box, "sleep 30", soft_s=0.5, hard_s=10)
+    assert res.timed_out == "soft" and res.code == -15
+
+
+def test_hard_timeout_kills_a_command_ignoring_term(box: sandbox.Box) -> None:
+    res, _ = sh(box, "trap '' TERM; while :; do sleep 0.05; done", soft_s=0.3, hard_s=1)
+    assert res.timed_out == "hard"
+
+
+def test_the_init_report_cannot_be_reached_from_inside(box: sandbox.Box) -> None:
+    _, out = sh(box, "cat /proc/1/environ >/dev/null 2>&1 && echo read; ls /proc/1/fd 2>&1 | wc -l")
+    assert "read" not in out
+
+
+def test_a_missing_program_exits_127(box: sandbox.Box) -> None:
+    out = box.work.parent / "out"
+    res = proc.run(
+        ["no-such-program"], cwd=box.work, env=proc.base_env(box.home), stderr=out, box=box
+    )
+    assert res.code == 127 and "cannot execute" in out.read_text()
+
+
+def test_readonly_binds_only_on_plain_files(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    (work / "d").mkdir(parents=True)
+    (work / "d" / "f").write_text("x")
+    (work / "link").symlink_to(work / "d")
+    assert sandbox.plain_file(work, "d/f")
+    assert not sandbox.plain_file(work, "link/f")
+    assert not sandbox.plain_file(work, "d")
+    assert not sandbox.plain_file(work, "missing")
+
+
+def test_no_bwrap_fails_closed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    sandbox.problem.cache_clear()
+    try:
+        assert sandbox.problem() == "bwrap is not installed"
+        with pytest.raises(Halted, match=r"install bubblewrap.*mode = \"off\""):
+            sandbox.require()
+        assert sandbox.diagnose()["sandbox"].startswith("does not work")
+    finally:
+        sandbox.problem.cache_clear()

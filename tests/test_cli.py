@@ -362,7 +362,15 @@ def status_json(sample: Sample) -> dict[str, Any]:
     res = sample.cli("status", "demo", "--json")
     assert res.returncode == 0, res.stderr
     doc: dict[str, Any] = orjson.loads(res.stdout)
-    assert set(doc) == {"task_id", "blocked", "complete", "subtasks", "cost_usd"}
+    assert set(doc) == {
+        "task_id",
+        "blocked",
+        "complete",
+        "subtasks",
+        "cost_usd",
+        "uncontained_events",
+    }
+    assert doc["uncontained_events"] == 0
     assert doc["task_id"] == "demo"
     for row in doc["subtasks"]:
         assert set(row) == {"id", "role", "status", "commit", "call_id", "unverified"}

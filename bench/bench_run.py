@@ -5,7 +5,10 @@ worker, fed the same two-line envelope) for its canned line, `git apply --check`
 `git apply --index`, `git commit`. Both run in the same process tree on the same machine, so
 the printed ratio is harness's overhead. Target: <= 2.0x.
 
-Usage: python bench/bench_run.py [--subtasks 50] [--rounds 3]
+harness runs the worker in its sandbox on a copy of the visible files, so `--files N` adds N
+committed files to the repository to measure what that copy costs as the tree grows.
+
+Usage: python bench/bench_run.py [--subtasks 50] [--rounds 3] [--files 0]
 """
 
 from __future__ import annotations
@@ -50,10 +53,19 @@ def open_token(layout: Layout) -> None:
     files.atomic_write(layout.tokens, files.pretty(tokens))
 
 
-def prepare(root: Path, n: int) -> Path:
-    """The demo sample with no verify commands, a plan of n subtasks and their answers."""
+def prepare(root: Path, n: int, bulk: int = 0) -> Path:
+    """The demo sample with no verify commands, `bulk` more committed files, a plan of n
+    subtasks and their answers."""
     root.mkdir(parents=True)
     demo.build(root)
+    if bulk:
+        for i in range(bulk):
+            folder = root / "bulk" / f"d{i // 100:03d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"f{i}.txt").write_text(f"file {i}\n")
+        git = ["git", "-c", "user.name=b", "-c", "user.email=b@b"]
+        subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+        subprocess.run([*git, "commit", "-qm", "bulk"], cwd=root, check=True)
     layout = Layout(root)
     layout.config.write_text('[identity]\nname = "bench"\nemail = "bench@example.invalid"\n')
     subtasks = [
@@ -152,17 +164,18 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--subtasks", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--files", type=int, default=0, help="extra committed files")
     args = parser.parse_args()
     best_h, best_l = float("inf"), float("inf")
     for r in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
             root = Path(tmp) / f"h{r}" / "repo"
-            prepare(root, args.subtasks)
+            prepare(root, args.subtasks, args.files)
             best_h = min(best_h, run_harness(root))
             loop_root = Path(tmp) / f"l{r}" / "repo"
-            script = prepare(loop_root, args.subtasks)
+            script = prepare(loop_root, args.subtasks, args.files)
             best_l = min(best_l, run_loop(loop_root, script, args.subtasks))
-    print(f"subtasks: {args.subtasks}, best of {args.rounds}")
+    print(f"subtasks: {args.subtasks}, extra files: {args.files}, best of {args.rounds}")
     print(f"harness run: {best_h:.2f} s ({best_h / args.subtasks * 1000:.0f} ms/subtask)")
     print(f"shell loop:  {best_l:.2f} s ({best_l / args.subtasks * 1000:.0f} ms/subtask)")
     print(f"ratio: {best_h / best_l:.2f}x (target <= 2.0x)")

@@ -486,7 +486,9 @@ class Subtask:
             self.log, sub.id, att, cfg, runner, evidence, task.scratch, lambda p: git.show(tree, p)
         )
         with ExitStack() as stack:
-            wt = stack.enter_context(git.scratch(tree, task.scratch("verify"), git_dir=True))
+            wt = task.scratch("verify")
+            if self.runs_commands():
+                stack.enter_context(git.scratch(tree, wt, git_dir=True))
             if not checks.build(wt, changes):
                 return None
             if cfg.test and not checks.test(wt, cfg.test):
@@ -526,6 +528,16 @@ class Subtask:
         git.advance(git.branch(), made, head)
         fault("after:advance")
         return made
+
+    def runs_commands(self) -> bool:
+        """Whether any check of this subtask runs a command, and so needs a scratch copy."""
+        cfg, sub = self.task.config.verify, self.sub
+        names = ("format", "lint", "license", "build", "test", "docs", "api_extract")
+        return (
+            any(getattr(cfg, n) for n in names)
+            or bool(sub.acceptance)
+            or (sub.role == "test-author")
+        )
 
     def apply_patches(self, head: str, changes: list[diffgate.Change]) -> str | None:
         """The tree of `head` with every patch applied (`git apply --check` first, no fuzz),

@@ -16,6 +16,7 @@ from . import files
 from .acceptance import Judge
 from .config import Verify
 from .diffgate import Change
+from .errors import Halted
 from .progress import Log
 from .state import Attempt
 from .verify import Check, Runner, flipped_tests, license_problems
@@ -75,7 +76,10 @@ class Checks:
         cfg = self.cfg
         twin = self.scratch("verify-2")
         files.wipe(twin)
-        files.copy_tree(wt, twin)
+        try:
+            files.copy_tree(wt, twin)
+        except (OSError, shutil.Error) as exc:
+            raise Halted(f"cannot copy the built tree for the second test run: {exc}") from None
         try:
             check = self.runner.twice("test", command, [wt, twin], cfg.parallel_runs)
             if cfg.junit is not None and not check.passed:

@@ -6,6 +6,7 @@ import os
 import shutil
 import stat
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,21 @@ def copy_tree(src: Path, dest: Path) -> None:
                 skipped.add(name)
         return skipped
 
+    _open_up(src)
     shutil.copytree(src, dest, symlinks=True, ignore=specials)
+
+
+def _open_up(folder: Path) -> None:
+    """Make a tree that untrusted code may have locked (chmod 000) readable again by its
+    owner, without following symlinks."""
+    with suppress(OSError):
+        folder.chmod(folder.stat().st_mode | 0o700)
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    _open_up(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    os.chmod(entry.path, entry.stat(follow_symlinks=False).st_mode | 0o400)
 
 
 def read_untrusted(path: Path, limit: int) -> bytes | None:

@@ -6,6 +6,7 @@ import hashlib
 import shlex
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,7 +203,9 @@ class Judge:
 
     def measure(self, where: Path, label: str) -> cov.Coverage:
         report = where / self.cfg.coverage_report
-        report.unlink(missing_ok=True)
+        # A stale report must not be read; one earlier commands made a folder stays unread.
+        with suppress(OSError):
+            report.unlink(missing_ok=True)
         check = self.runner.check(f"coverage-{label}", self.cfg.coverage_command, where)
         self.verdict.checks.append(check)
         if not check.passed:

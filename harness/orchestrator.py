@@ -474,11 +474,10 @@ class Subtask:
         tree = self.apply_patches(head, changes)
         if tree is None:
             return None
+        # Uncontained, a command has the host's network whatever isolate_network says.
+        network = "none" if cfg.isolate_network and task.config.contained else "host"
         runner = verify.Runner(
-            task.scratch("runs"),
-            task.config.verify_timeout_s,
-            task.contain.box,
-            not cfg.isolate_network,
+            task.scratch("runs"), task.config.verify_timeout_s, task.contain.box, network
         )
         evidence = task.layout.exchange(task.task_id, call.call_id) / exchanges.VERIFY
         recorded = task.recording.checks(sub.id) if task.recording is not None else None

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -106,7 +106,7 @@ class Box:
     readonly: tuple[str, ...] = ()
     files: tuple[Path, ...] = ()
     home_files: tuple[tuple[Path, str], ...] = ()
-    hide: tuple[Path, ...] = field(default=())  # host trees no toolchain bind may expose
+    hide: tuple[Path, ...] = ()  # host trees no toolchain bind may expose
 
     def inside(self, path: Path) -> Path:
         """Where a host path under `work` or `home` is seen from inside."""
@@ -192,13 +192,15 @@ def require() -> None:
         raise Halted(f"no sandbox: {why}; {FIX}")
 
 
-def prefix(box: Box, cwd: Path, init: tuple[str, int] | None = None) -> list[str]:
+def prefix(box: Box, cwd: Path, init: tuple[str, int, int] | None = None) -> list[str]:
     """The bwrap command line that enters `box` at `cwd` (a path as seen inside).
 
-    With `init` (python, report fd) the command runs under the init above, as pid 1.
+    With `init` (python, report fd, info fd) the command runs under the init above, as
+    pid 1, and bwrap writes that pid's host pid to the info fd.
     """
     argv = [
         bwrap() or "bwrap",
+        *(["--info-fd", str(init[2])] if init is not None else []),
         "--unshare-all",
         *(["--share-net"] if box.network else []),
         "--die-with-parent",
@@ -230,7 +232,7 @@ def prefix(box: Box, cwd: Path, init: tuple[str, int] | None = None) -> list[str
         argv += ["--ro-bind-try", str(path), str(HOME / rel)]
     argv += ["--chdir", str(cwd)]
     if init is not None:
-        python, fd = init
+        python, fd, _ = init
         argv += ["--as-pid-1", "--", python, "-I", "-S", "-c", INIT, str(fd)]
     else:
         argv.append("--")
@@ -265,18 +267,21 @@ def toolchain(hide: Iterable[Path]) -> list[Path]:
         path = path.resolve()
         # A tool's bin/ usually needs the lib/ beside it.
         wanted.append(path.parent if path.name == "bin" else path)
+    # sys.path may hold the folder harness was started from (`python -m`): like PATH, it
+    # is taken only outside the home. The interpreter and harness's own packages are needed
+    # wherever they are.
+    wanted += [Path(p) for p in sys.path if p and Path(p).is_absolute()]
     trusted = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)]
-    trusted += [Path(p) for p in sys.path if p and Path(p).is_absolute()]
     trusted += [Path(p) for p in _package_dirs()]
     found: set[Path] = set()
     for path in wanted:
         path = path.resolve()
-        if _under(path, home) or path == home.parent or _ancestor(path, home):
-            continue
-        found.add(path)
+        if path.is_dir() and not (_under(path, home) or _ancestor(path, home)):
+            found.add(path)
     for path in trusted:
-        if path.is_dir():
-            found.add(path.resolve())
+        path = path.resolve()
+        if path.is_dir() and not (path == home or _ancestor(path, home)):
+            found.add(path)
     kept = sorted(
         p
         for p in found
@@ -308,9 +313,7 @@ def _ancestor(path: Path, of: Path) -> bool:
 
 def command(box: Box, argv: Sequence[str], cwd: Path, report_fd: int, info_fd: int) -> list[str]:
     """The full command line that runs `argv` at `cwd` (a host path) in `box`, under init."""
-    enter = prefix(box, box.inside(cwd), (sys.executable, report_fd))
-    at = enter.index("--die-with-parent")
-    return [*enter[:at], "--info-fd", str(info_fd), *enter[at:], *argv]
+    return [*prefix(box, box.inside(cwd), (sys.executable, report_fd, info_fd)), *argv]
 
 
 def read_report(fd: int) -> Report | None:

@@ -106,11 +106,11 @@ class Runner:
     """Runs verify commands hermetically, each in a sandbox of its own (`boxes` makes one for
     a scratch copy and a private home; None when containment is off): UTC, C locale."""
 
-    def __init__(self, scratch: Path, timeout_s: float, boxes: Boxes, network: bool) -> None:
+    def __init__(self, scratch: Path, timeout_s: float, boxes: Boxes, network: str) -> None:
         self.scratch = scratch
         self.timeout_s = timeout_s
         self.boxes = boxes
-        self.network = "host" if network else "none"
+        self.network = network  # "none" or "host", as recorded
 
     def run(self, label: str, command: str, cwd: Path) -> Run:
         home = self.scratch / f"home-{label}"

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import orjson
+
 from . import files, proc, registry, sandbox, scope, worker
 from .config import Config
 from .layout import Layout
@@ -18,9 +20,7 @@ class Containment:
     layout: Layout
     config: Config
 
-    def box(
-        self, work: Path, home: Path, agent: Agent | None = None, readonly: tuple[str, ...] = ()
-    ) -> sandbox.Box | None:
+    def box(self, work: Path, home: Path, agent: Agent | None = None) -> sandbox.Box | None:
         """An agent's sandbox, or a verify command's (no agent); None when the config turned
         containment off. Refuses when no sandbox can be made: untrusted code never runs bare
         by accident."""
@@ -29,7 +29,7 @@ class Containment:
         sandbox.require()
         hide = (self.layout.root, self.layout.state)
         if agent is not None:
-            return replace(agent.box(self.layout.root, work, home, hide), readonly=readonly)
+            return replace(agent.box(self.layout.root, work, home, hide), writable=False)
         network = not self.config.verify.isolate_network
         return sandbox.Box(work=work, home=home, network=network, hide=hide)
 
@@ -54,20 +54,69 @@ class Containment:
         timeouts: dict[str, float],
         scratch: Path,
     ) -> proc.Result:
-        """Run the agent on the envelope staged in `staging`, in a copy of the visible files
-        of `base` (readonly ones bound read-only) with a private home."""
-        home, work = _fresh(scratch / "home"), scratch / "work"
-        files.wipe(work)
+        """Run the agent on the envelope staged in `staging`, in the visible files of `base`
+        (read-only: its changes travel in its answer) with a private home."""
+        home = _fresh(scratch / "home")
+        view = self.view(git, base, scratch / "view")
+        box = self.box(view, home, agent)
         try:
-            seen = git.export(base, work, keep=self.shown)
-            readonly = tuple(p for p in seen if scope.matches(p, self.config.readonly))
-            box = self.box(work, home, agent, readonly)
-            return worker.run(agent, self.layout.root, work, home, staging, timeouts, box)
+            return worker.run(agent, self.layout.root, view, home, staging, timeouts, box)
         finally:
-            files.wipe(work)
+            if box is None:
+                # A worker run bare could have written its copy: the next call starts afresh.
+                _held(view).unlink(missing_ok=True)
+
+    def view(self, git: Repo, base: str, folder: Path) -> Path:
+        """`folder` made to hold exactly what a worker may see of `base`.
+
+        Kept between calls: moving it to another base rewrites only the paths that differ,
+        so a call costs the change, not the size of the repository. A marker beside it names
+        what it holds; it is removed before any change and written after, so a copy left
+        half-moved by a crash is rebuilt whole."""
+        tree = git.git("rev-parse", f"{base}^{{tree}}").strip()
+        visible = list(self.config.visible)
+        marker = _held(folder)
+        held = orjson.loads(marker.read_bytes()) if marker.is_file() else None
+        if held == {"tree": tree, "visible": visible}:
+            return folder
+        marker.unlink(missing_ok=True)
+        if held is not None and held["visible"] == visible and folder.is_dir():
+            changed = git.changed(tree, since=held["tree"])
+            _remove(folder, changed)
+            wanted = set(changed)
+            git.export(tree, folder, keep=lambda p: p in wanted and self.shown(p))
+        else:
+            files.wipe(folder)
+            git.export(tree, folder, keep=self.shown)
+        files.atomic_write(marker, files.dumps({"tree": tree, "visible": visible}))
+        return folder
 
 
 def _fresh(folder: Path) -> Path:
     files.wipe(folder)
     folder.mkdir(parents=True)
     return folder
+
+
+def _held(view: Path) -> Path:
+    """The marker naming what a worker's copy holds; beside it, out of the worker's sight."""
+    return view.with_name(view.name + ".held")
+
+
+def _remove(folder: Path, paths: list[str]) -> None:
+    """Take `paths` out of a copy, and the folders they leave empty, so a file can become a
+    folder and a folder a file."""
+    for rel in paths:
+        target = folder / rel
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            files.wipe(target)
+    for rel in sorted(paths, key=lambda p: -p.count("/")):
+        parent = (folder / rel).parent
+        while parent != folder:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent

@@ -194,8 +194,9 @@ class Repo:
         found = out.split()
         return found[0] if found else None
 
-    def changed(self, commit: str) -> list[str]:
-        """Paths a commit changed against its first parent (both ends of a rename)."""
+    def changed(self, commit: str, since: str | None = None) -> list[str]:
+        """Paths that differ between `since` (a commit's first parent unless given) and
+        `commit` (both ends of a rename)."""
         out = self.git(
             "diff-tree",
             "--no-commit-id",
@@ -203,7 +204,7 @@ class Repo:
             "-r",
             "-z",
             "--no-renames",
-            f"{commit}^",
+            since or f"{commit}^",
             commit,
         )
         return sorted(filter(None, out.split("\0")))

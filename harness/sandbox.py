@@ -1,10 +1,11 @@
 """The boundary around everything untrusted: a bubblewrap sandbox per command.
 
 A worker and every verify command run in fresh user, mount, PID, IPC, UTS and network
-namespaces: the system read-only, one scratch folder writable at WORK, a private home at
-HOME, a fresh /proc and /tmp, nothing else of the host. A small init (pid 1 inside) runs the
-command, and when it ends lists what is still alive — a setsid or double-forked daemon is a
-leak — then kills everything in the namespace and reports to a file harness owns.
+namespaces: the system read-only, one scratch folder at WORK (writable for a verify
+command; read-only for a worker, whose changes travel in its answer), a private home at
+HOME, a fresh /proc and /tmp, nothing else of the host. A small init (pid 1 inside) runs
+the command, and when it ends lists what is still alive — a setsid or double-forked daemon
+is a leak — then kills everything in the namespace and reports to a file harness owns.
 """
 
 from __future__ import annotations
@@ -93,17 +94,18 @@ os._exit(code if 0 <= code < 256 else 128 - code)
 
 @dataclass(frozen=True)
 class Box:
-    """One command's view: `work` writable at WORK, `home` writable at HOME, the rest read-only.
+    """One command's view: `work` at WORK (read-only unless `writable`), `home` writable at
+    HOME, the rest read-only.
 
-    `readonly` are paths under `work` re-bound read-only; `files` are host files bound
-    read-only where they are (the worker's own program, its persona); `home_files` are files
-    of the user's home a CLI needs, bound read-only at the same place under HOME.
+    `files` are host files bound read-only where they are (the worker's own program, its
+    persona); `home_files` are files of the user's home a CLI needs, bound read-only at the
+    same place under HOME.
     """
 
     work: Path
     home: Path
     network: bool = False
-    readonly: tuple[str, ...] = ()
+    writable: bool = True
     files: tuple[Path, ...] = ()
     home_files: tuple[tuple[Path, str], ...] = ()
     hide: tuple[Path, ...] = ()  # host trees no toolchain bind may expose
@@ -177,9 +179,7 @@ def diagnose() -> dict[str, str]:
         found["setuid"] = (
             "yes (not needed: prefer a non-setuid bwrap)" if mode & stat.S_ISUID else "no"
         )
-    found["mount points"] = (
-        "chosen by harness only: read-only binds go on regular files reached without symlinks"
-    )
+    found["mount points"] = "chosen by harness only: nothing inside a copy is ever a mount point"
     if why is not None:
         found["fix"] = FIX
     return found
@@ -222,10 +222,8 @@ def prefix(box: Box, cwd: Path, init: tuple[str, int, int] | None = None) -> lis
     argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for path in toolchain(box.hide):
         argv += ["--ro-bind", str(path), str(path)]
-    argv += ["--bind", str(box.work), str(WORK), "--bind", str(box.home), str(HOME)]
-    for rel in box.readonly:
-        if plain_file(box.work, rel):
-            argv += ["--ro-bind", str(box.work / rel), str(WORK / rel)]
+    argv += ["--bind" if box.writable else "--ro-bind", str(box.work), str(WORK)]
+    argv += ["--bind", str(box.home), str(HOME)]
     for path in box.files:
         argv += ["--ro-bind", str(path), str(path)]
     for path, rel in box.home_files:
@@ -237,21 +235,6 @@ def prefix(box: Box, cwd: Path, init: tuple[str, int, int] | None = None) -> lis
     else:
         argv.append("--")
     return argv
-
-
-def plain_file(root: Path, rel: str) -> bool:
-    """A regular file reached through real folders only: bwrap would follow a symlink on the
-    way to a mount point, so nothing else may become one."""
-    here = root
-    for part in Path(rel).parts:
-        here = here / part
-        try:
-            mode = here.lstat().st_mode
-        except OSError:
-            return False
-        if stat.S_ISLNK(mode):
-            return False
-    return stat.S_ISREG(mode)
 
 
 def toolchain(hide: Iterable[Path]) -> list[Path]:

@@ -751,9 +751,9 @@ def test_a_worker_program_sees_only_its_copy(world: World, hostile: bool) -> Non
             "secret": tmp / "secret.txt",
         }
     else:
-        paths = {  # its own copy's files, by relative path
-            "readme": "README.md",
-            "outside": "inside.txt",
+        paths = {  # its private home, and its own copy's files by relative path
+            "readme": "/sandbox/home/README.md",
+            "outside": "/sandbox/home/inside.txt",
             "config": "src/calc.py",
             "key": "tests/test_calc.py",
             "secret": "README.md",
@@ -795,7 +795,9 @@ def test_a_worker_program_sees_only_its_copy(world: World, hostile: bool) -> Non
         # the host's is not. The repository's folder does not exist in there at all.
         assert f"WROTE {paths['readme']}" not in stderr, stderr
     else:
-        assert "WROTE README.md" in stderr and "WROTE inside.txt" in stderr
+        assert (
+            "WROTE /sandbox/home/README.md" in stderr and "WROTE /sandbox/home/inside.txt" in stderr
+        )
         assert "def add(a, b):" in stderr  # it read its own files
     assert not leaks(world, res.stdout, res.stderr)
     applied = {"src/calc.py": (root / "src/calc.py").read_text()}

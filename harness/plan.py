@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,11 @@ class Plan:
     subtasks: tuple[Subtask, ...]
 
     def get(self, subtask_id: str) -> Subtask:
-        return next(s for s in self.subtasks if s.id == subtask_id)
+        return self.by_id[subtask_id]
+
+    @cached_property
+    def by_id(self) -> dict[str, Subtask]:
+        return {s.id: s for s in self.subtasks}
 
 
 def load(path: Path, root: Path, task_id: str) -> Plan:
@@ -69,10 +75,11 @@ def _subtask(s: dict[str, Any]) -> Subtask:
 
 def structure_problem(plan: Plan) -> str | None:
     """Duplicate ids, unknown dependencies or a cycle, as one line; None if sound."""
-    ids = [s.id for s in plan.subtasks]
-    for i, sid in enumerate(ids):
-        if sid in ids[:i]:
-            return f"duplicate subtask id {sid!r}"
+    ids: set[str] = set()
+    for s in plan.subtasks:
+        if s.id in ids:
+            return f"duplicate subtask id {s.id!r}"
+        ids.add(s.id)
     for s in plan.subtasks:
         for dep in s.depends_on:
             if dep not in ids:
@@ -90,37 +97,49 @@ def structure_problem(plan: Plan) -> str | None:
 
 
 def find_cycle(plan: Plan) -> list[str]:
-    """A dependency cycle as a closed path (first id repeated at the end), or []."""
+    """A dependency cycle as a closed path (first id repeated at the end), or [].
+
+    Depth-first without recursion: a chain of thousands of subtasks is an ordinary plan."""
     deps = {s.id: s.depends_on for s in plan.subtasks}
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = 1
-        stack.append(node)
-        for nxt in deps[node]:
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return []
-
-    for sid in deps:
-        if sid not in state and (found := visit(sid)):
-            return found
+    done: set[str] = set()
+    for start in deps:
+        if start in done:
+            continue
+        path: list[str] = [start]
+        on_path = {start: 0}
+        todo = [iter(deps[start])]
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                node = path.pop()
+                del on_path[node]
+                done.add(node)
+                todo.pop()
+            elif nxt in on_path:
+                return [*path[on_path[nxt] :], nxt]
+            elif nxt not in done:
+                on_path[nxt] = len(path)
+                path.append(nxt)
+                todo.append(iter(deps[nxt]))
     return []
 
 
 def order(plan: Plan) -> list[Subtask]:
     """Topological over depends_on; among ready subtasks, file order wins."""
-    done: set[str] = set()
+    position = {s.id: i for i, s in enumerate(plan.subtasks)}
+    waiting = {s.id: len(set(s.depends_on)) for s in plan.subtasks}
+    dependants: dict[str, list[str]] = {s.id: [] for s in plan.subtasks}
+    for s in plan.subtasks:
+        for dep in set(s.depends_on):
+            dependants[dep].append(s.id)
+    ready = [i for i, s in enumerate(plan.subtasks) if waiting[s.id] == 0]
+    heapq.heapify(ready)
     result: list[Subtask] = []
-    pending = list(plan.subtasks)
-    while pending:
-        ready = next(s for s in pending if all(d in done for d in s.depends_on))
-        result.append(ready)
-        done.add(ready.id)
-        pending.remove(ready)
+    while ready:
+        sub = plan.subtasks[heapq.heappop(ready)]
+        result.append(sub)
+        for later in dependants[sub.id]:
+            waiting[later] -= 1
+            if waiting[later] == 0:
+                heapq.heappush(ready, position[later])
     return result

@@ -1,0 +1,93 @@
+"""Glob cover: which globs a write scope and a token cover."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from harness import scope
+
+from .builders import FAST
+
+SEGMENTS = ["src", "a", "*", "**", "*.py"]
+GLOBS = st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=4).map("/".join)
+NAMES = st.sampled_from(["src", "a", "b", "x.py", ".hidden", "m.py.txt"])
+
+
+@st.composite
+def instance(draw: st.DrawFn, glob: str) -> str:
+    """A concrete path matched by `glob`, wildcards filled in at random."""
+    parts: list[str] = []
+    for seg in glob.split("/"):
+        if seg == "**":
+            parts += draw(st.lists(NAMES, max_size=3))
+        elif seg == "*":
+            parts.append(draw(NAMES))
+        elif seg == "*.py":
+            parts.append(draw(st.sampled_from(["", "x", "a.b", ".t"])) + ".py")
+        else:
+            parts.append(seg)
+    return "/".join(parts)
+
+
+@st.composite
+def narrower(draw: st.DrawFn, outer: str) -> str:
+    """A glob that is often, but not always, covered by `outer`."""
+    parts: list[str] = []
+    for seg in outer.split("/"):
+        if seg == "**":
+            parts += draw(st.lists(st.sampled_from(SEGMENTS), max_size=2))
+        elif seg == "*":
+            parts.append(draw(st.sampled_from(["*", "src", "a", "*.py", "x.py"])))
+        elif seg == "*.py":
+            parts.append(draw(st.sampled_from(["*.py", "x.py", "x.pyc"])))
+        else:
+            parts.append(seg)
+    return "/".join(parts)
+
+
+@FAST
+@given(GLOBS, st.data())
+def test_covers_is_sound(outer: str, data: st.DataObject) -> None:
+    inner = data.draw(st.one_of(GLOBS, narrower(outer)), label="inner")
+    assume(inner and scope.covers(outer, inner))
+    for _ in range(5):
+        path = data.draw(instance(inner), label="path")
+        if path and scope.matches(path, [inner]):
+            assert scope.matches(path, [outer]), f"{outer} covers {inner} but not {path}"
+
+
+@pytest.mark.parametrize(
+    ("outer", "inner", "expected"),
+    [
+        ("src/**", "src/**", True),
+        ("src/**", "src/a/*.py", True),
+        ("**", "src/*.py", True),
+        ("src/*", "src/calc.py", True),
+        ("src/*.py", "src/calc.py", True),
+        ("src/**", "tests/**", False),
+        ("src/*", "src/**", False),  # * is one segment, ** any depth
+        ("src/*", "src/a/b.py", False),
+        ("src/*.py", "src/*", False),
+        ("src/a", "src/*", False),
+        ("src/**", "src", False),  # src/** matches nothing named exactly src
+    ],
+)
+def test_covers_hand_cases(outer: str, inner: str, expected: bool) -> None:
+    assert scope.covers(outer, inner) is expected
+
+
+@pytest.mark.parametrize(
+    ("path", "globs", "expected"),
+    [
+        ("src/calc.py", ["src/**"], True),
+        ("src/a/b/c.py", ["src/**"], True),
+        ("src/a/b.py", ["src/*"], False),
+        ("src/.env", ["src/*"], True),
+        ("docs/x.md", ["src/**", "docs/*.md"], True),
+        ("src/calc.py", [], False),
+    ],
+)
+def test_matches_hand_cases(path: str, globs: list[str], expected: bool) -> None:
+    assert scope.matches(path, globs) is expected

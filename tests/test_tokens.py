@@ -1,0 +1,82 @@
+"""Token choice, expiry, revocation and spending."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness import tokens
+
+NOW = "2026-01-01T12:00:00Z"
+
+
+def token(tid: str, *paths: str, **fields: Any) -> tokens.Token:
+    base: dict[str, Any] = {
+        "id": tid,
+        "paths": paths or ("src/**",),
+        "expires": "2026-01-02T00:00:00Z",
+        "one_shot": False,
+        "revoked": False,
+        "spent": None,
+    }
+    return tokens.Token(**(base | fields))
+
+
+SPENT = {"task_id": "demo", "call_id": "c" * 64, "commit": "d" * 40}
+
+
+@pytest.mark.parametrize(
+    ("made", "why"),
+    [
+        (token("W1"), None),
+        (token("W1", expires="2026-01-01T12:00:01Z"), None),
+        (token("W1", expires=NOW), "token W1 expired at 2026-01-01T12:00:00Z"),
+        (token("W1", expires="2025-12-31T00:00:00Z"), "expired"),
+        (token("W1", revoked=True), "token W1 is revoked"),
+        (token("W1", one_shot=True), None),
+        (token("W1", one_shot=True, spent=SPENT), "was spent by dddddddddddd"),
+        (token("W1", one_shot=False, spent=SPENT), None),
+    ],
+)
+def test_usable_at(made: tokens.Token, why: str | None) -> None:
+    found = made.usable_at(NOW)
+    if why is None:
+        assert found is None
+    else:
+        assert found is not None and why in found
+
+
+def test_select_first_usable_covering_token_in_file_order() -> None:
+    known = [
+        token("W1", "src/**", revoked=True),
+        token("W2", "docs/**"),
+        token("W3", "src/**", expires="2025-01-01T00:00:00Z"),
+        token("W4", "src/**", one_shot=True, spent=SPENT),
+        token("W5", "src/**", "tests/**"),
+        token("W6", "**"),
+    ]
+    assert tokens.select(known, None, ["src/**"], NOW) == (known[4], None)
+    assert tokens.select(known, None, ["src/**", "tests/test_*.py"], NOW) == (known[4], None)
+    assert tokens.select(known, None, ["lib/**"], NOW) == (known[5], None)
+    assert tokens.select(known[:5], None, ["lib/**"], NOW) == (
+        None,
+        "no usable token covers lib/**",
+    )
+    assert tokens.select([], None, ["src/**"], NOW)[0] is None
+
+
+def test_select_named_token() -> None:
+    known = [token("W1", "src/**"), token("W2", "docs/**"), token("W3", "src/**", revoked=True)]
+    assert tokens.select(known, "W1", ["src/a/*.py"], NOW) == (known[0], None)
+    assert tokens.select(known, "W2", ["src/**"], NOW) == (None, "token W2 does not cover src/**")
+    assert tokens.select(known, "W9", ["src/**"], NOW) == (None, "token W9 does not exist")
+    found, why = tokens.select(known, "W3", ["src/**"], NOW)
+    assert found is known[2] and why == "token W3 is revoked"  # named: no fallback to W1
+
+
+def test_token_covers_needs_every_glob() -> None:
+    made = token("W1", "src/**", "tests/*.py")
+    assert made.covers(["src/x/y.py", "tests/test_a.py"])
+    assert not made.covers(["src/x/y.py", "tests/a/test_a.py"])
+    assert made.covers([])

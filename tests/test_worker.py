@@ -1,0 +1,112 @@
+"""The worker verdict: one schema-valid line that agrees with the exit code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from harness import worker
+
+LIMITS = (2000, 100)
+
+
+def answer(**fields: Any) -> dict[str, Any]:
+    base = {
+        "ts": "2026-01-01T00:00:00Z",
+        "task_id": "demo",
+        "agent_id": "scripted",
+        "status": "ok",
+        "result": {"diffs": [], "notes": []},
+    }
+    return {k: v for k, v in (base | fields).items() if v is not ...}
+
+
+def line(doc: object) -> bytes:
+    return orjson.dumps(doc) + b"\n"
+
+
+ERROR_R = answer(status="error", result=..., error={"message": "later", "kind": "retryable"})
+ERROR_H = answer(status="error", result=..., error={"message": "never", "kind": "hard"})
+TWO_ARTIFACTS = answer(
+    result={"artifacts": [{"name": "a.md", "content": "1"}, {"name": "a.md", "content": "2"}]}
+)
+
+
+@pytest.mark.parametrize(
+    ("stdout", "code", "timed_out", "status", "kind"),
+    [
+        pytest.param(line(answer()), 0, None, "ok", None, id="ok-exit0"),
+        pytest.param(orjson.dumps(answer()), 0, None, "ok", None, id="ok-no-newline"),
+        pytest.param(line(answer()), 1, None, "error", "format", id="ok-exit1"),
+        pytest.param(line(ERROR_R), 1, None, "error", "retryable", id="retryable-exit1"),
+        pytest.param(line(ERROR_R), 2, None, "error", "format", id="retryable-exit2"),
+        pytest.param(line(ERROR_H), 2, None, "error", "hard", id="hard-exit2"),
+        pytest.param(line(ERROR_H), 1, None, "error", "format", id="hard-exit1"),
+        pytest.param(line(ERROR_H), 0, None, "error", "format", id="hard-exit0"),
+        pytest.param(line(answer()) * 2, 0, None, "error", "format", id="two-lines"),
+        pytest.param(line(answer()) + b"\n", 0, None, "error", "format", id="two-newlines"),
+        pytest.param(b"", 0, None, "error", "format", id="empty"),
+        pytest.param(b"{not json\n", 0, None, "error", "format", id="invalid-json"),
+        pytest.param(line(answer(result=...)), 0, None, "error", "format", id="ok-no-result"),
+        pytest.param(
+            line(answer(error={"message": "m", "kind": "hard"})),
+            0,
+            None,
+            "error",
+            "format",
+            id="ok-with-error",
+        ),
+        pytest.param(
+            line(answer(status="error", result=...)),
+            1,
+            None,
+            "error",
+            "format",
+            id="error-without-error",
+        ),
+        pytest.param(line(answer(task_id="other")), 0, None, "error", "format", id="task-id"),
+        pytest.param(line(answer(agent_id="other")), 0, None, "error", "format", id="agent-id"),
+        pytest.param(line(answer(extra=1)), 0, None, "error", "format", id="extra-field"),
+        pytest.param(
+            line(answer(result={"notes": ["x" * 3000]})), 0, None, "error", "format", id="oversize"
+        ),
+        pytest.param(
+            line(answer(result={"artifacts": [{"name": "a.md", "content": "x" * 101}]})),
+            0,
+            None,
+            "error",
+            "format",
+            id="artifact-oversize",
+        ),
+        pytest.param(
+            line(answer(result={"artifacts": [{"name": "a.md", "content": "x" * 100}]})),
+            0,
+            None,
+            "ok",
+            None,
+            id="artifact-at-limit",
+        ),
+        pytest.param(line(TWO_ARTIFACTS), 0, None, "error", "format", id="duplicate-artifacts"),
+        pytest.param(
+            line(answer(result={"artifacts": [{"name": "../x", "content": "1"}]})),
+            0,
+            None,
+            "error",
+            "format",
+            id="artifact-path-name",
+        ),
+        pytest.param(line(answer()), -9, "hard", "error", "timeout", id="timed-out"),
+        pytest.param(b"", -15, "soft", "error", "timeout", id="timed-out-silent"),
+    ],
+)
+def test_judge(
+    stdout: bytes, code: int, timed_out: str | None, status: str, kind: str | None
+) -> None:
+    outcome = worker.judge(stdout, code, timed_out, "demo", "scripted", LIMITS)
+    assert (outcome.status, outcome.kind) == (status, kind), outcome.message
+    if status == "ok":
+        assert outcome.result == orjson.loads(stdout)["result"]
+    else:
+        assert outcome.message

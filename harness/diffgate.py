@@ -71,6 +71,10 @@ class _Header:
     rename: dict[str, str] = field(default_factory=dict)
     similarity: int | None = None
 
+    def bare(self) -> bool:
+        """No ---/+++ pair and no rename: only an empty file's creation or deletion."""
+        return not self.rename and not self.has_files
+
     def paths(self) -> list[str]:
         pairs = self.git or []
         found = [p for pair in pairs for p in pair] + list(self.rename.values())
@@ -85,6 +89,7 @@ _RENAME = re.compile(r"rename (from|to) (.+)")
 _SPECIAL_MODE = re.compile(r"(?:(?:old|new|new file|deleted file) mode|index \S+) (1[26]0000)")
 _DRIVE = re.compile(r"[A-Za-z]:")
 _REGULAR, _EXECUTABLE = "100644", "100755"
+_EMPTY: dict[str, Kind] = {"new file mode": "add", "deleted file mode": "delete"}
 # Categories that never belong in a path: controls, format chars (bidi overrides,
 # zero-width joiners that HFS+ ignores), surrogates, private/unassigned, line separators.
 _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
@@ -145,7 +150,8 @@ def _check_one(file: str, patch: str, rules: Rules) -> Change:
     header = _parse_header(head)
     change = _resolve(header, file, patch, has_body=bool(body))
     hunks = _walk_hunks(body)
-    if hunks == 0 and not (change.kind == "rename" and header.similarity == 100):
+    pure_rename = change.kind == "rename" and header.similarity == 100
+    if hunks == 0 and not (pure_rename or header.bare()):
         raise DiffRefused("no hunks")
     _cross_check(patch, hunks)
     _check_modes(header.modes, rules.allow_mode_change)
@@ -293,9 +299,12 @@ def _is_dotgit(segment: str) -> bool:
 def _resolve(header: _Header, file: str, patch: str, *, has_body: bool) -> Change:
     for path in [*header.paths(), file]:
         _safe_path(path)
-    if not header.rename and not header.has_files:
-        raise DiffRefused("missing ---/+++ header" if has_body else "no hunks")
-    kind, path, old_path = _sides(header)
+    if header.bare():
+        if has_body:
+            raise DiffRefused("missing ---/+++ header")
+        kind, path, old_path = _empty_side(header)
+    else:
+        kind, path, old_path = _sides(header)
     wanted = {"add": "new file mode", "delete": "deleted file mode"}.get(kind)
     if ({"new file mode", "deleted file mode"} - {wanted}) & header.modes.keys():
         raise DiffRefused("conflicting file mode headers")
@@ -324,6 +333,17 @@ def _sides(header: _Header) -> tuple[Kind, str, str | None]:
     if old != new:
         raise DiffRefused("---/+++ paths disagree")
     return "modify", new, None
+
+
+def _empty_side(header: _Header) -> tuple[Kind, str, None]:
+    """git writes the creation or deletion of an empty file with no ---/+++ and no hunk:
+    its path is then the one `diff --git a/P b/P` names twice."""
+    kinds = [kind for mode, kind in _EMPTY.items() if mode in header.modes]
+    if len(kinds) > 1:
+        raise DiffRefused("conflicting file mode headers")
+    if not kinds or not header.git or len(header.git) != 1:
+        raise DiffRefused("no hunks")
+    return kinds[0], header.git[0][1], None
 
 
 def _walk_hunks(body: list[str]) -> int:

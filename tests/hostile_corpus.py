@@ -131,6 +131,9 @@ _QUOTED = (
 )
 _BIG = "@@ -0,0 +1,10000 @@\n" + ("+" + "x" * 99 + "\n") * 10000
 
+# git's header for a new empty file: no ---/+++, no hunk.
+EMPTY = "new file mode 100644\nindex 0000000..e69de29\n"
+
 HOSTILE: list[Case] = [
     # traversal
     Case("traversal_top", one("../evil.py", add("../evil.py")), "path traversal"),
@@ -414,6 +417,29 @@ HOSTILE: list[Case] = [
         one("src/utils.py", rename("src/util.py", "src/utils.py", similarity=90)),
         "no hunks",
     ),
+    Case(
+        "bare_new_file_with_a_hunk",
+        one(
+            "src/x.py",
+            "diff --git a/src/x.py b/src/x.py\nnew file mode 100644\n@@ -0,0 +1 @@\n+x\n",
+        ),
+        "missing ---/+++ header",
+    ),
+    Case(
+        "bare_new_file_names_two_paths",
+        one("src/x.py", "diff --git a/src/x.py b/src/y.py\nnew file mode 100644\n"),
+        "no hunks",
+    ),
+    Case(
+        "bare_new_and_deleted",
+        one("src/x.py", f"diff --git a/src/x.py b/src/x.py\n{EMPTY}deleted file mode 100644\n"),
+        "conflicting file mode headers",
+    ),
+    Case(
+        "bare_new_file_traversal",
+        one("src/../../x.py", f"diff --git a/src/../../x.py b/src/../../x.py\n{EMPTY}"),
+        "traversal",
+    ),
     Case("empty_patch", one("src/app.py", ""), "empty patch"),
     Case("truncated_patch", one("src/util.py", modify("src/util.py", UTIL)[:-1]), "truncated"),
     Case(
@@ -509,6 +535,11 @@ HOSTILE: list[Case] = [
 ]
 
 BENIGN: list[Case] = [
+    Case(
+        "new_empty_file",
+        one("src/empty.py", f"diff --git a/src/empty.py b/src/empty.py\n{EMPTY}"),
+        "",
+    ),
     Case("modify_git", one("src/app.py", modify("src/app.py", APP)), ""),
     Case("modify_plain", one("src/util.py", plain("src/util.py", UTIL)), ""),
     Case(

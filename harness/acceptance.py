@@ -139,6 +139,9 @@ class Judge:
             after = self.runner.run("api-change", self.cfg.api_extract, self.wt)
             if not (before.ok and after.ok):
                 return f"`{self.cfg.api_extract}` failed"
+            if before.cut or after.cut:
+                # Two logs cut at the same length may differ past the cut: fail closed.
+                return f"`{self.cfg.api_extract}` printed too much to compare"
             if before.log.read_bytes() != after.log.read_bytes():
                 return f"`{self.cfg.api_extract}` output changed"
         return None

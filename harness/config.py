@@ -50,7 +50,7 @@ class Verify:
     parallel_runs: bool = False
     strict_acceptance: bool = False
     isolate_network: bool = True
-    coverage_command: str = "python -m coverage run -m pytest"
+    coverage_command: str = "python -m coverage run --branch -m pytest"
     coverage_report: str = "coverage.json"
 
 

@@ -60,7 +60,16 @@ class Containment:
         view = self.view(git, base, scratch / "view")
         box = self.box(view, home, agent)
         try:
-            return worker.run(agent, self.layout.root, view, home, staging, timeouts, box)
+            return worker.run(
+                agent,
+                self.layout.root,
+                view,
+                home,
+                staging,
+                timeouts,
+                box,
+                self.config.max_output_bytes,
+            )
         finally:
             if box is None:
                 # A worker run bare could have written its copy: the next call starts afresh.

@@ -1,8 +1,9 @@
-"""The one chokepoint for every subprocess harness starts: clean env, files for I/O, group kill."""
+"""The one chokepoint for every subprocess harness starts: clean env, bounded output, group kill."""
 
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
 import tempfile
@@ -16,6 +17,11 @@ from typing import IO
 from harness import sandbox
 from harness.errors import HarnessError
 
+CAP = 64 << 20  # bytes of each output stream kept when the caller names no cap
+GRACE_S = 1.0  # how long output may still arrive once the command is over
+POLL_S = 0.05  # the longest the end of a command goes unnoticed
+CHUNK = 64 << 10  # read at a time: all of the output harness ever holds in memory
+
 
 @dataclass(frozen=True)
 class Result:
@@ -24,6 +30,7 @@ class Result:
     duration_s: float
     leaked: bool = False  # a descendant was still alive when the command itself ended
     survivors: tuple[str, ...] = ()  # their names, when a sandbox could tell
+    truncated: tuple[str, ...] = ()  # "stdout", "stderr": streams that went past the cap
 
 
 def base_env(
@@ -75,8 +82,12 @@ def run(
     soft_s: float | None = None,
     hard_s: float | None = None,
     box: sandbox.Box | None = None,
+    cap: int = CAP,
 ) -> Result:
     """Run `argv` (no shell) in a new session; no descendant in its group outlives the call.
+
+    `stdout` and `stderr` get the first `cap` bytes of each stream; the rest is read and
+    dropped, and the result names the streams that were cut.
 
     With a `box` the command runs inside that sandbox, and nothing it started outlives it:
     whatever is alive in its PID namespace when it ends is reported as a leak and killed.
@@ -89,19 +100,21 @@ def run(
         if at is not None
     )
     with ExitStack() as stack:
-        # Files rather than pipes: a descendant holding a pipe open can't hang us, and a
-        # worker can never block waiting for input that will not come.
+        # A file, not a pipe: a worker can never block waiting for input that will not come.
         fin: IO[bytes] | int = (
             stack.enter_context(stdin.open("rb")) if stdin is not None else subprocess.DEVNULL
         )
-        fout: IO[bytes] | int = (
-            stack.enter_context(stdout.open("wb")) if stdout is not None else subprocess.DEVNULL
-        )
-        ferr: IO[bytes] | int = subprocess.DEVNULL
+        # Pipes harness copies from, so what a command prints is bounded while it is written.
+        out = _Output(stack, cap)
+        same = stdout is not None and stderr is not None and stderr.resolve() == stdout.resolve()
+        fout = subprocess.DEVNULL
+        if stdout is not None:
+            fout = out.pipe(stdout, ("stdout", "stderr") if same else ("stdout",))
+        ferr = subprocess.DEVNULL
         if stderr is not None:
-            # Two truncating handles on one file would overwrite each other's bytes.
-            same = stdout is not None and stderr.resolve() == stdout.resolve()
-            ferr = fout if same else stack.enter_context(stderr.open("wb"))
+            # One pipe for one file: two writers would overwrite each other's bytes, and
+            # the command's order of writes is kept.
+            ferr = fout if same else out.pipe(stderr, ("stderr",))
         boxed = _Boxed(stack, box, argv, cwd) if box is not None else None
         start = time.monotonic()
         try:
@@ -118,6 +131,7 @@ def run(
         except OSError as exc:
             raise HarnessError(f"cannot execute {argv[0]!r} in {cwd}: {exc.strerror}") from None
         finally:
+            out.started()
             if boxed:
                 boxed.started()
         timed_out: str | None = None
@@ -125,22 +139,18 @@ def run(
         try:
             while True:
                 if not stages:
-                    proc.wait()
+                    out.copy_until_exit(proc, None)
                     break
                 at, sig, stage = stages.pop(0)
-                try:
-                    proc.wait(timeout=max(0.0, start + at - time.monotonic()))
-                    break
-                except subprocess.TimeoutExpired:
-                    if proc.poll() is not None:
-                        break  # ended on its own at the deadline: not a timeout
-                    if boxed and sig == signal.SIGTERM:
-                        boxed.terminate()
-                    else:
-                        _kill_group(proc.pid, sig)
-                    timed_out = stage
-                    if stage == "hard":
-                        stages.clear()
+                if out.copy_until_exit(proc, start + at - time.monotonic()):
+                    break  # an end exactly at the deadline is not a timeout
+                if boxed and sig == signal.SIGTERM:
+                    boxed.terminate()
+                else:
+                    _kill_group(proc.pid, sig)
+                timed_out = stage
+                if stage == "hard":
+                    stages.clear()
             if boxed is None:
                 leaked = timed_out is None and _group_alive(proc.pid)
         finally:
@@ -151,12 +161,93 @@ def run(
             if proc.returncode is None:
                 proc.wait()
         duration = time.monotonic() - start
+        # Everything in the group or the sandbox is dead now, so the pipes close at once,
+        # unless an uncontained daemon that left the group holds one: it gets a grace.
+        out.drain(GRACE_S)
         if boxed:
             report = sandbox.read_report(boxed.report.fileno())
             if report is not None:
                 leaked = bool(report.leaked) and timed_out is None
-                return Result(report.code, timed_out, duration, leaked, report.leaked)
-        return Result(proc.returncode, timed_out, duration, leaked)
+                return Result(report.code, timed_out, duration, leaked, report.leaked, out.cut)
+        return Result(proc.returncode, timed_out, duration, leaked, truncated=out.cut)
+
+
+@dataclass
+class _Sink:
+    names: tuple[str, ...]  # the streams that write to it: two when they share a file
+    file: IO[bytes]
+    kept: int = 0
+    cut: bool = False
+
+
+class _Output:
+    """The command's output pipes, copied into their files: the first `cap` bytes of each
+    kept, the rest read and dropped so the command never blocks on a full pipe. One thread,
+    one small buffer, however much the command prints."""
+
+    def __init__(self, stack: ExitStack, cap: int) -> None:
+        self._stack = stack
+        self._cap = cap
+        self._selector = selectors.DefaultSelector()
+        stack.callback(self._selector.close)
+        self._sinks: list[_Sink] = []
+        self._ends: list[int] = []  # the command's ends, ours to close once it has them
+        stack.callback(self.started)
+
+    def pipe(self, path: Path, names: tuple[str, ...]) -> int:
+        """A pipe into `path` (truncated); returns the end to give the command."""
+        sink = _Sink(names, self._stack.enter_context(path.open("wb")))
+        read, write = os.pipe()
+        self._stack.callback(os.close, read)
+        self._ends.append(write)
+        os.set_blocking(read, False)
+        self._selector.register(read, selectors.EVENT_READ, sink)
+        self._sinks.append(sink)
+        return write
+
+    def started(self) -> None:
+        """Our copies of the command's ends closed, so its exit brings end of file."""
+        while self._ends:
+            os.close(self._ends.pop())
+
+    @property
+    def cut(self) -> tuple[str, ...]:
+        """The streams that went past the cap."""
+        return tuple(name for sink in self._sinks if sink.cut for name in sink.names)
+
+    def copy_until_exit(self, proc: subprocess.Popen[bytes], timeout: float | None) -> bool:
+        """Copy output until `proc` ends (True) or `timeout` seconds pass (False)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        wait = 0.0005  # short commands end fast: look often at first, as Popen.wait does
+        while proc.poll() is None:
+            left = POLL_S if end is None else end - time.monotonic()
+            if left <= 0:
+                return False
+            self._copy(min(left, wait))
+            wait = min(wait * 2, POLL_S)
+        return True
+
+    def drain(self, grace_s: float) -> None:
+        """Copy what is left until every pipe is closed or `grace_s` has passed."""
+        end = time.monotonic() + grace_s
+        while self._selector.get_map() and (left := end - time.monotonic()) > 0:
+            self._copy(left)
+
+    def _copy(self, timeout: float) -> None:
+        for key, _ in self._selector.select(timeout):
+            sink: _Sink = key.data
+            try:
+                chunk = os.read(key.fd, CHUNK)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                self._selector.unregister(key.fd)
+                continue
+            room = self._cap - sink.kept
+            if room > 0:
+                sink.file.write(chunk[:room])
+                sink.kept += min(room, len(chunk))
+            sink.cut = sink.cut or len(chunk) > room
 
 
 class _Boxed:
@@ -190,6 +281,13 @@ class _Boxed:
                 os.kill(self._pid, signal.SIGTERM)
 
 
+def mark_cut(path: Path, cap: int) -> None:
+    """End a recorded output file with a line saying harness cut it, so no reader takes
+    the cut for where the command stopped."""
+    with path.open("ab") as fh:
+        fh.write(f"\n[harness: output cut at {cap} bytes]\n".encode())
+
+
 def capture(
     argv: Sequence[str],
     *,
@@ -220,6 +318,7 @@ def shell(
     soft_s: float | None = None,
     hard_s: float | None = None,
     box: sandbox.Box | None = None,
+    cap: int = CAP,
 ) -> Result:
     """Run `command` with /bin/sh -c through run()."""
     return run(
@@ -232,4 +331,5 @@ def shell(
         soft_s=soft_s,
         hard_s=hard_s,
         box=box,
+        cap=cap,
     )

@@ -54,7 +54,8 @@ _signal.signal(15, forward)
 _signal.signal(2, forward)
 code = 127
 try:
-    pid = os.posix_spawnp(argv[0], argv, dict(os.environ), setpgroup=0)
+    # Python ignores SIGPIPE and SIGXFSZ; the command gets them back as it would from a shell.
+    pid = os.posix_spawnp(argv[0], argv, dict(os.environ), setpgroup=0, setsigdef=(13, 25))
 except OSError as exc:
     os.write(2, f"sandbox: cannot execute {argv[0]!r}: {exc.strerror}\n".encode())
 while pid:

@@ -13,6 +13,7 @@ from . import files, junit, proc, sandbox, scope
 
 TAIL_LINES = 5
 JUNIT_LIMIT = 64 << 20  # read from what untrusted tests wrote: bounded
+LOG_LIMIT = 16 << 20  # of a verify command's output: far above a test run's, far below a flood
 # Caches and bytecode off, hash seed fixed: a run must not depend on the one before it.
 HERMETIC = {
     "PYTHONDONTWRITEBYTECODE": "1",
@@ -30,6 +31,7 @@ class Run:
     duration_s: float
     tail: str
     log: Path
+    cut: bool = False  # the log stopped at LOG_LIMIT: its whole is not known
 
     @property
     def ok(self) -> bool:
@@ -127,13 +129,17 @@ class Runner:
             stderr=log,
             hard_s=self.timeout_s,
             box=box,
+            cap=LOG_LIMIT,
         )
+        if result.truncated:
+            proc.mark_cut(log, LOG_LIMIT)
         lines = log.read_bytes().decode("utf-8", "replace").strip().splitlines()
         if result.survivors:
             lines.append("still running after the command ended: " + ", ".join(result.survivors))
         tail = " | ".join(lines[-TAIL_LINES:])[-400:]
         timed_out = result.timed_out is not None
-        return Run(result.code, timed_out, result.leaked, result.duration_s, tail, log)
+        cut = bool(result.truncated)
+        return Run(result.code, timed_out, result.leaked, result.duration_s, tail, log, cut)
 
     def check(self, name: str, command: str, cwd: Path) -> Check:
         return Check(name, command, (self.run(name, command, cwd),), self.network)

@@ -41,13 +41,17 @@ def run(
     folder: Path,
     timeouts: dict[str, float],
     box: sandbox.Box | None,
+    max_output: int | None = None,
 ) -> proc.Result:
     """Start the agent in its sandbox with `folder/stdin` as its stdin; output goes to
     files in `folder`.
 
+    Each file keeps at most `max_output` + 1 bytes (proc's default cap without it): one
+    byte more than an answer may have, so an answer that was cut is still judged too long.
     The values of the variables the agent was allowed to see are then blanked out of both
     output files, so a key the agent echoes is never recorded.
     """
+    cap = proc.CAP if max_output is None else max_output + 1
     result = proc.run(
         agent.argv(root),
         cwd=cwd,
@@ -58,18 +62,31 @@ def run(
         soft_s=timeouts["soft_s"],
         hard_s=timeouts["hard_s"],
         box=box,
+        cap=cap,
     )
     secrets = [os.environ[name] for name in agent.env if len(os.environ.get(name, "")) >= 6]
-    for name in ("stdout.ndjson", "stderr.log"):
-        redact(folder / name, secrets)
+    for name, stream in (("stdout.ndjson", "stdout"), ("stderr.log", "stderr")):
+        redact(folder / name, secrets, stream in result.truncated)
+    # The answer stays as the agent wrote it; its length already tells the judge.
+    if "stderr" in result.truncated:
+        proc.mark_cut(folder / "stderr.log", cap)
     return result
 
 
-def redact(path: Path, secrets: list[str]) -> None:
+def redact(path: Path, secrets: list[str], cut: bool = False) -> None:
+    """Blank every secret out of the file; when its end was cut, a secret's first part
+    left at the very end too."""
     data = path.read_bytes()
     cleaned = data
     for secret in sorted(secrets, key=len, reverse=True):
         cleaned = cleaned.replace(secret.encode(), b"[REDACTED]")
+    if cut:
+        for secret in sorted(secrets, key=len, reverse=True):
+            raw = secret.encode()
+            kept = next((k for k in range(len(raw) - 1, 0, -1) if cleaned.endswith(raw[:k])), 0)
+            if kept:
+                cleaned = cleaned[:-kept] + b"[REDACTED]"
+                break
     if cleaned != data:
         path.write_bytes(cleaned)
 

@@ -22,6 +22,7 @@ APPLY = [case for case in HOSTILE if case.stage == "apply"]
 
 # What each benign case must yield: (kind, path, old_path) per entry.
 EXPECTED: dict[str, list[tuple[str, str, str | None]]] = {
+    "new_empty_file": [("add", "src/empty.py", None)],
     "modify_git": [("modify", "src/app.py", None)],
     "modify_plain": [("modify", "src/util.py", None)],
     "add_in_creates": [("add", "tests/test_util.py", None)],

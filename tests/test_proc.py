@@ -1,7 +1,8 @@
-"""Behaviour of the subprocess chokepoint: env, I/O files, timeouts and group kill."""
+"""Behaviour of the subprocess chokepoint: env, I/O files, output caps, timeouts, group kill."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -9,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from harness import sandbox
 from harness.errors import HarnessError
-from harness.proc import Result, base_env, capture, run, shell
+from harness.proc import Result, base_env, capture, mark_cut, run, shell
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -285,3 +287,123 @@ def test_a_descendant_alive_after_the_command_ends_is_a_leak(tmp_path: Path) -> 
     assert leaky.code == 0 and leaky.leaked
     tidy = run(["sh", "-c", "sleep 0.1 & wait"], cwd=tmp_path, env=env)
     assert tidy.code == 0 and not tidy.leaked
+
+
+# -- bounded output -----------------------------------------------------------------------
+
+CAP = 1001  # not a multiple of any line length below, so the cut lands mid-line
+
+
+def _lines(text: bytes, size: int) -> bytes:
+    """What `yes <text> | head -c <size>` prints."""
+    return (text + b"\n") * (size // (len(text) + 1)) + (text + b"\n")[: size % (len(text) + 1)]
+
+
+def test_a_flood_on_both_streams_is_cut_at_the_cap_and_drained(tmp_path: Path) -> None:
+    # Far beyond a pipe's buffer: the command only ends if harness keeps reading.
+    out, err = tmp_path / "out", tmp_path / "err"
+    res = shell(
+        "yes out | head -c 20000000; yes err | head -c 20000000 >&2",
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=out,
+        stderr=err,
+        hard_s=60,
+        cap=CAP,
+    )
+    assert (res.code, res.timed_out, res.truncated) == (0, None, ("stdout", "stderr"))
+    assert out.read_bytes() == _lines(b"out", CAP)
+    assert err.read_bytes() == _lines(b"err", CAP)
+
+
+@pytest.mark.parametrize("size", [0, CAP - 1, CAP, CAP + 1])
+def test_output_up_to_the_cap_is_kept_whole(tmp_path: Path, size: int) -> None:
+    out, err = tmp_path / "out", tmp_path / "err"
+    res = shell(
+        f"yes x | head -c {size}; echo e >&2",
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=out,
+        stderr=err,
+        cap=CAP,
+    )
+    assert res.truncated == (("stdout",) if size > CAP else ())
+    assert out.read_bytes() == _lines(b"x", min(size, CAP))
+    assert err.read_bytes() == b"e\n"
+
+
+def test_a_shared_file_has_one_cap_and_keeps_the_order_of_writes(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    res = shell(
+        "yes a | head -c 600; yes b | head -c 600 >&2; echo c",
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=log,
+        stderr=log,
+        cap=CAP,
+    )
+    assert res.truncated == ("stdout", "stderr")
+    assert log.read_bytes() == _lines(b"a", 600) + _lines(b"b", CAP - 600)
+
+
+def test_a_timeout_still_fires_while_the_command_floods(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = run(["yes"], cwd=tmp_path, env=_env(tmp_path), stdout=out, soft_s=0.3, hard_s=20, cap=CAP)
+    assert (res.code, res.timed_out, res.truncated) == (-signal.SIGTERM, "soft", ("stdout",))
+    assert out.read_bytes() == _lines(b"y", CAP)
+
+
+@pytest.mark.parametrize("daemon", ["sleep 60", "yes"], ids=["idle", "writing"])
+def test_a_daemon_outside_the_group_holding_stdout_cannot_hang_the_call(
+    tmp_path: Path, daemon: str
+) -> None:
+    pidfile, out = tmp_path / "pid", tmp_path / "out"
+    res = shell(
+        f"yes x | head -c 5000; setsid {daemon} & echo $! > {pidfile}",
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=out,
+        cap=CAP,
+    )
+    pid = int(pidfile.read_text())
+    try:
+        # Still alive, so the call did not wait for it to close its copy of the pipe.
+        assert _alive(pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert (res.code, res.truncated) == (0, ("stdout",))
+    assert out.read_bytes() == _lines(b"x", CAP)
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> sandbox.Box:
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    return sandbox.Box(work, home, hide=(tmp_path,))
+
+
+@pytest.mark.parametrize("tail", ["", "; setsid yes & exit 0"], ids=["command", "daemon"])
+def test_a_flood_in_the_sandbox_is_cut_at_the_cap(box: sandbox.Box, tail: str) -> None:
+    out, err = box.work.parent / "out", box.work.parent / "err"
+    res = shell(
+        f"head -c 20000000 /dev/zero; head -c 20000000 /dev/zero >&2{tail}",
+        cwd=box.work,
+        env=base_env(box.home),
+        stdout=out,
+        stderr=err,
+        hard_s=60,
+        box=box,
+        cap=CAP,
+    )
+    assert (res.code, res.timed_out, res.truncated) == (0, None, ("stdout", "stderr"))
+    assert res.leaked == bool(tail)
+    assert out.read_bytes() == err.read_bytes() == bytes(CAP)
+
+
+def test_mark_cut_ends_the_file_with_a_note(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    log.write_bytes(b"partial li")
+    mark_cut(log, CAP)
+    assert log.read_bytes() == b"partial li\n[harness: output cut at 1001 bytes]\n"

@@ -114,3 +114,9 @@ def test_no_bwrap_fails_closed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
         assert sandbox.diagnose()["sandbox"].startswith("does not work")
     finally:
         sandbox.problem.cache_clear()
+
+
+def test_a_command_gets_sigpipe_back(box: sandbox.Box) -> None:
+    """Python ignores SIGPIPE; a pipeline inside must end quietly, as it does from a shell."""
+    res, out = sh(box, "yes | head -n 1")
+    assert res.code == 0 and out == "y\n"

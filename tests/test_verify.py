@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import demo
+from harness import demo, verify
 
 from .conftest import Sample, calc_patch, err, new_file_patch, ok, subtask
 
@@ -304,6 +304,14 @@ def test_verify_commands_get_no_network_unless_the_config_allows_it(
     tail = evidence(sample)["00-test"]["runs"][0]["tail"]
     seen = sorted(name.strip() for name in tail.split("|"))
     assert seen == (["lo"] if isolate else interfaces(Path("/proc/net/dev").read_text()))
+
+
+def test_a_flooding_test_command_is_cut_and_its_tail_says_so(sample: Sample) -> None:
+    # Output volume alone is no failure; the tail must not pass off the cut for the end.
+    configure(sample, test="head -c 40000000 /dev/zero | tr '\\0' x; echo; echo end")
+    assert step(sample, [subtask("T1")], [ok("T1", ("src/calc.py", calc_patch()))]) == 0
+    for run in evidence(sample)["00-test"]["runs"]:
+        assert run["tail"].endswith(f"x | [harness: output cut at {verify.LOG_LIMIT} bytes]")
 
 
 @pytest.mark.parametrize("leak", [True, False])
@@ -610,6 +618,17 @@ def test_test_author_claimed_coverage_delta_must_match(
         "change": [14, 14, 0, 0],
         "delta": round(1 / 9, 6),
     }
+
+
+def test_the_default_coverage_command_measures_branches(sample: Sample) -> None:
+    """No [coverage] command: the default's report has the branch totals a test-author
+    subtask is judged on."""
+    with_uncovered_subtract(sample)
+    configure(sample)
+    plan, answers = author_plan(0.11)
+    assert step(sample, plan, answers) == 0, sample.events()[-1]
+    (judged,) = named(sample, "phase_completed")
+    assert judged["details"]["coverage"]["base"] == [8, 9, 0, 0]
 
 
 def test_base_coverage_is_measured_once_per_base_tree(sample: Sample) -> None:

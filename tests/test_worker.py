@@ -1,13 +1,16 @@
-"""The worker verdict: one schema-valid line that agrees with the exit code."""
+"""The worker verdict: one schema-valid line that agrees with the exit code; and what is
+recorded of an agent's output."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
 from harness import worker
+from harness.registry import Agent
 
 LIMITS = (2000, 100)
 
@@ -110,3 +113,52 @@ def test_judge(
         assert outcome.result == orjson.loads(stdout)["result"]
     else:
         assert outcome.message
+
+
+MAX = 1000
+
+
+def flooding(tmp_path: Path, script: str) -> Agent:
+    exe = tmp_path / "agent"
+    exe.write_text(f"#!/bin/sh\n{script}\n")
+    exe.chmod(0o755)
+    return Agent("flood", str(exe), ">=0", ("codegen",), (), ("HARNESS_TEST_KEY",), None)
+
+
+def call(tmp_path: Path, agent: Agent) -> tuple[worker.Outcome, Path]:
+    folder, home = tmp_path / "call", tmp_path / "home"
+    folder.mkdir()
+    home.mkdir()
+    (folder / "stdin").write_bytes(b"{}\n")
+    timeouts = {"soft_s": 30.0, "hard_s": 60.0}
+    ran = worker.run(agent, tmp_path, tmp_path, home, folder, timeouts, None, MAX)
+    stdout = (folder / "stdout.ndjson").read_bytes()
+    outcome = worker.judge(stdout, ran.code, ran.timed_out, "T", agent.id, (MAX, MAX))
+    return outcome, folder
+
+
+def test_a_flooded_answer_is_cut_just_past_the_limit_and_judged_too_long(tmp_path: Path) -> None:
+    outcome, folder = call(tmp_path, flooding(tmp_path, "yes '{}' | head -c 50000000"))
+    assert (outcome.kind, outcome.message) == ("format", f"output over {MAX} bytes")
+    assert (folder / "stdout.ndjson").stat().st_size == MAX + 1
+
+
+def test_a_cut_stderr_says_so_and_stays_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARNESS_TEST_KEY", "sk-canary-123")
+    agent = flooding(tmp_path, "echo $HARNESS_TEST_KEY >&2; yes noise | head -c 50000000 >&2")
+    _, folder = call(tmp_path, agent)
+    log = (folder / "stderr.log").read_bytes()
+    assert log.startswith(b"[REDACTED]\nnoise\n") and b"sk-canary" not in log
+    assert log.endswith(f"\n[harness: output cut at {MAX + 1} bytes]\n".encode())
+    assert len(log) < 2 * MAX
+
+
+@pytest.mark.parametrize("cut", [True, False], ids=["cut", "whole"])
+def test_a_secret_cut_in_half_at_the_end_is_blanked_too(tmp_path: Path, cut: bool) -> None:
+    path = tmp_path / "stderr.log"
+    path.write_bytes(b"key sk-live-123456 then sk-live-12")
+    worker.redact(path, ["sk-live-123456"], cut)
+    tail = b"[REDACTED]" if cut else b"sk-live-12"
+    assert path.read_bytes() == b"key [REDACTED] then " + tail

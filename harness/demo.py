@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import tempfile
 from collections.abc import Callable
@@ -132,14 +131,16 @@ def build(root: Path) -> None:
     agent.write_text(launcher("scripted"))
     agent.chmod(0o755)
     files.atomic_write(root / "agents" / "script.json", files.pretty(SCRIPT))
-    python = shlex.quote(sys.executable)
-    test = f"{python} -m unittest discover -s tests -t . -q"
-    coverage = f"{python} -m coverage run --branch -m unittest discover -s tests -t . -q"
+    # $HARNESS_PYTHON, not this machine's path: the config is committed, and the demo's
+    # commit ids must not depend on where harness is installed.
+    build = '"$HARNESS_PYTHON" -m compileall -q src'
+    test = '"$HARNESS_PYTHON" -m unittest discover -s tests -t . -q'
+    coverage = '"$HARNESS_PYTHON" -m coverage run --branch -m unittest discover -s tests -t . -q'
     files.atomic_write(
         layout.config,
         (
             '[identity]\nname = "harness"\nemail = "harness@example.invalid"\n\n'
-            f"[verify]\nbuild = {_toml(sys.executable + ' -m compileall -q src')}\n"
+            f"[verify]\nbuild = {_toml(build)}\n"
             f"test = {_toml(test)}\n\n"
             f"[coverage]\ncommand = {_toml(coverage)}\n\n"
             "[defaults]\ntimeouts = { soft_s = 60, hard_s = 90 }\n"

@@ -6,6 +6,7 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,9 +37,17 @@ class Result:
 def base_env(
     home: Path, allow: Iterable[str] = (), source: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """PATH, HOME, TZ=UTC, LC_ALL=C plus the allowlisted names present in `source`."""
+    """PATH, HOME, TZ=UTC, LC_ALL=C, HARNESS_PYTHON (the Python running harness, so a
+    command or launcher written once finds it on any machine) plus the allowlisted names
+    present in `source`."""
     src = os.environ if source is None else source
-    env = {"PATH": src.get("PATH", os.defpath), "HOME": str(home), "TZ": "UTC", "LC_ALL": "C"}
+    env = {
+        "PATH": src.get("PATH", os.defpath),
+        "HOME": str(home),
+        "TZ": "UTC",
+        "LC_ALL": "C",
+        "HARNESS_PYTHON": sys.executable,
+    }
     for name in allow:
         # GIT_DIR and friends would point a worker's git at the wrong repository, and the
         # fixed keys must stay fixed for reproducibility, so neither can be allowlisted.

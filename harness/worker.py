@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,10 +26,8 @@ class Outcome:
 
 
 def env_for(agent: Agent, home: Path) -> dict[str, str]:
-    """The small base plus the agent's allowlisted names; launchers find our Python here."""
-    env = proc.base_env(home, agent.env)
-    env["HARNESS_PYTHON"] = sys.executable
-    return env
+    """The small base plus the agent's allowlisted names."""
+    return proc.base_env(home, agent.env)
 
 
 def run(

@@ -626,7 +626,9 @@ def test_the_default_coverage_command_measures_branches(sample: Sample) -> None:
     with_uncovered_subtract(sample)
     configure(sample)
     plan, answers = author_plan(0.11)
-    assert step(sample, plan, answers) == 0, sample.events()[-1]
+    # The default names `python`: the one with coverage and pytest must be first on PATH.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    assert step(sample, plan, answers, env={"PATH": path}) == 0, sample.events()[-1]
     (judged,) = named(sample, "phase_completed")
     assert judged["details"]["coverage"]["base"] == [8, 9, 0, 0]
 

@@ -17,6 +17,7 @@ from .acceptance import Judge
 from .config import Verify
 from .diffgate import Change
 from .errors import Halted
+from .ledger import Ledger
 from .progress import Log
 from .state import Attempt
 from .verify import Check, Runner, flipped_tests, license_problems
@@ -41,13 +42,15 @@ class Checks:
         cfg: Verify,
         runner: Runner,
         evidence: Path,
+        ledger: Ledger,
         scratch: Callable[[str], Path],
         source: Callable[[str], str | None],
     ) -> None:
         self.log, self.step, self.att, self.cfg = log, step, att, cfg
         self.runner, self.evidence, self.scratch = runner, evidence, scratch
+        self.ledger, self.kept = ledger, 0  # evidence files written since the folder was emptied
         self.source = source  # a changed file's text as it would be committed
-        shutil.rmtree(evidence, ignore_errors=True)
+        ledger.remove(evidence)
 
     def error(self, event: str, details: dict[str, Any], reason: str) -> None:
         self.log.append(event, "error", step=self.step, details=details, error=reason)
@@ -111,10 +114,10 @@ class Checks:
 
     def keep(self, check: Check) -> None:
         """Evidence beside the exchange: command, exit codes, durations, output tails."""
-        n = len(list(self.evidence.glob("*.json"))) if self.evidence.is_dir() else 0
-        files.atomic_write(
-            self.evidence / f"{n:02d}-{check.name}.json", files.pretty(check.evidence())
+        self.ledger.write(
+            self.evidence / f"{self.kept:02d}-{check.name}.json", files.pretty(check.evidence())
         )
+        self.kept += 1
 
     def accept(self, judge: Judge) -> bool:
         verdict = judge.evaluate()

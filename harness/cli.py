@@ -110,7 +110,8 @@ def _locked(layout: Layout, task_id: str, wait: bool) -> Iterator[None]:
 
 
 def _record(task: orchestrator.Task) -> None:
-    """Commit the task's state (plan, checklist, log, exchanges) so a clone holds it all."""
+    """Commit the task's state (plan, checklist, log, exchanges) so a clone holds it all:
+    the bytes harness wrote or read there, each checked, and nothing else (see recordset)."""
     if not task.events:
         return
     message = (
@@ -119,17 +120,25 @@ def _record(task: orchestrator.Task) -> None:
         f"Harness-Log-Head: {task.log.head}\n"
     )
     who = (task.config.name, task.config.email)
-    keep, refused = recordset.collect(task.layout, task.task_id)
-    for line in refused:
+    head = task.git.head()
+    found = recordset.collect(
+        task.layout,
+        task.task_id,
+        task.ledger.entries,
+        {task.layout.rel(task.log.path): task.log.data()},
+        lambda paths: task.git.blob_hashes(head, paths),
+    )
+    for line in found.refused:
         print(f"harness: not recorded: {printable(line)}", file=sys.stderr)
     task.git.record(
-        task.layout.record_paths(task.task_id),
-        keep,
+        found.taken,
+        found.dropped,
         message,
         who,
         task.events[-1]["ts"],
         task.scratch("record.index"),
     )
+    task.ledger.clear()
 
 
 def _short(value: str | None) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import schemas
+from . import files, schemas
 from .diffgate import DEFAULT_MANIFESTS
 from .errors import InvalidInput
 
@@ -76,12 +76,15 @@ class Config:
         return self.sandbox != "off"
 
 
-def load(path: Path) -> Config:
-    """Read the config; a missing file means all defaults."""
+def load(path: Path, raw: bytes | None = None) -> Config:
+    """Read the config (or `raw`, its bytes as already read); a missing file means all
+    defaults."""
+    if raw is None:
+        raw = files.read_regular(path, "ai/harness.toml")
     data: dict[str, Any] = {}
-    if path.exists():
+    if raw is not None:
         try:
-            data = tomllib.loads(path.read_text("utf-8"))
+            data = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise InvalidInput(f"ai/harness.toml: invalid TOML: {exc}") from None
         schemas.validate("config", data, "ai/harness.toml")

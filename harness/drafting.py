@@ -16,6 +16,7 @@ from .clock import Clock
 from .contain import Containment
 from .errors import Halted, InvalidInput
 from .layout import Layout
+from .ledger import Ledger
 
 DRAFT = "plan.draft.json"
 
@@ -81,7 +82,8 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
         "exit_code": ran.code,
         "timed_out": ran.timed_out,
     }
-    exchanges.commit(staging, layout.exchange(task_id, call.call_id), call, outcome, meta)
+    ledger = Ledger(layout, task_id)
+    exchanges.commit(staging, layout.exchange(task_id, call.call_id), call, outcome, meta, ledger)
     if outcome.status != "ok":
         raise Halted(f"agent {agent.id} could not draft a plan: {outcome.message}")
     proposed = next(
@@ -91,22 +93,9 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
     if proposed is None:
         raise Halted(f"agent {agent.id} returned no plan.json artifact")
     target = draft_path(layout, task_id)
-    check(proposed.encode(), target, root, task_id)
-    files.atomic_write(target, files.pretty(orjson.loads(proposed)))
+    plan_mod.load(target, root, task_id, proposed.encode())  # `plan validate`'s checks
+    ledger.write(target, files.pretty(orjson.loads(proposed)))
     return target
-
-
-def check(data: bytes, where: Path, root: Path, task_id: str) -> None:
-    """The same checks as `plan validate`'s structural ones, on bytes not yet on disk."""
-    staged = where.with_name(f".{where.name}.check")
-    staged.parent.mkdir(parents=True, exist_ok=True)
-    staged.write_bytes(data)
-    try:
-        plan_mod.load(staged, root, task_id)
-    except InvalidInput as exc:
-        raise InvalidInput(str(exc).replace(staged.name, where.name)) from None
-    finally:
-        staged.unlink(missing_ok=True)
 
 
 def accept(layout: Layout, task_id: str) -> bytes:
@@ -118,8 +107,9 @@ def accept(layout: Layout, task_id: str) -> bytes:
         )
     if layout.log(task_id).exists():
         raise InvalidInput(f"task {task_id} has started: its plan.json is no longer replaced")
-    data = source.read_bytes()
-    plan_mod.load(source, layout.root, task_id)
-    files.atomic_write(layout.plan(task_id), data)
-    source.unlink()
+    data = files.read_regular(source, layout.rel(source)) or b""
+    plan_mod.load(source, layout.root, task_id, data)
+    ledger = Ledger(layout, task_id)
+    ledger.write(layout.plan(task_id), data)
+    ledger.remove(source)
     return data

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ import orjson
 from . import __version__, files, schemas
 from .envelope import Call
 from .errors import InvalidInput
+from .ledger import Ledger, digest
 from .worker import Outcome
 
 META = "meta.json"
@@ -25,13 +25,18 @@ VERIFY = "verify"
 class Exchange:
     folder: Path
     meta: dict[str, Any]
-    stdout: bytes
+    contents: dict[str, bytes]  # every file meta.json covers, as hashed against it
+
+    @property
+    def stdout(self) -> bytes:
+        return self.contents.get("stdout.ndjson", b"")
 
     def artifacts(self) -> dict[str, str]:
-        folder = self.folder / "artifacts"
-        if not folder.is_dir():
-            return {}
-        return {p.name: p.read_text("utf-8") for p in sorted(folder.iterdir())}
+        return {
+            name.removeprefix("artifacts/"): data.decode("utf-8")
+            for name, data in sorted(self.contents.items())
+            if name.startswith("artifacts/")
+        }
 
 
 def stage(staging: Path, call: Call) -> Path:
@@ -43,9 +48,15 @@ def stage(staging: Path, call: Call) -> Path:
 
 
 def commit(
-    staging: Path, final: Path, call: Call, outcome: Outcome, meta: dict[str, Any]
+    staging: Path,
+    final: Path,
+    call: Call,
+    outcome: Outcome,
+    meta: dict[str, Any],
+    ledger: Ledger,
 ) -> Exchange:
-    """Complete the staged folder (envelope, patches, artifacts, meta) and rename it in."""
+    """Complete the staged folder (envelope, patches, artifacts, meta) and rename it in,
+    entered in the ledger first (whatever HEAD has at `final` gives way to it)."""
     (staging / "stdin").unlink()
     (staging / "context.ndjson").write_bytes(files.dumps(call.context) + b"\n")
     (staging / "prompt.ndjson").write_bytes(files.dumps(call.prompt) + b"\n")
@@ -58,47 +69,64 @@ def commit(
     outcome_record = {"status": outcome.status}
     if outcome.kind is not None:
         outcome_record |= {"kind": outcome.kind, "message": outcome.message or ""}
+    found = _contents(staging)
     meta = {
         **meta,
         "call_id": call.call_id,
         "outcome": outcome_record,
-        "files": file_hashes(staging),
+        "files": _hashes(found),
         "harness_version": __version__,
     }
     schemas.validate("exchange-meta", meta, f"exchange {call.call_id}")
-    (staging / META).write_bytes(files.pretty(meta))
+    sealed = files.pretty(meta)
+    (staging / META).write_bytes(sealed)
     for path in staging.rglob("*"):
         if path.is_file():
             files.fsync_file(path)
+    entries: dict[Path, str | None] = {final: None}
+    entries |= {final / name: sha for name, sha in meta["files"].items()}
+    ledger.note(entries | {final / META: digest(sealed)})
     final.parent.mkdir(parents=True, exist_ok=True)
     staging.rename(final)
     files.fsync_dir(final.parent)
-    return Exchange(final, meta, (final / "stdout.ndjson").read_bytes())
+    return Exchange(final, meta, {n: d for n, d in found.items() if isinstance(d, bytes)})
 
 
 def load(folder: Path) -> Exchange | None:
     """The recorded exchange, or None when there is none; a damaged one is an error."""
-    meta_path = folder / META
-    if not meta_path.exists():
-        return None
     label = f"exchange {folder.name}"
+    data = files.read_regular(folder / META, f"{label}/meta.json")
+    if data is None:
+        return None
     try:
-        meta = orjson.loads(meta_path.read_bytes())
+        meta = orjson.loads(data)
     except orjson.JSONDecodeError:
         raise InvalidInput(f"{label}: meta.json is not JSON") from None
     schemas.validate("exchange-meta", meta, f"{label}/meta.json")
-    if meta["call_id"] != folder.name or meta["files"] != file_hashes(folder):
+    found = _contents(folder)
+    if meta["call_id"] != folder.name or meta["files"] != _hashes(found):
         raise InvalidInput(f"{label}: files do not match meta.json")
-    return Exchange(folder, meta, (folder / "stdout.ndjson").read_bytes())
+    return Exchange(folder, meta, {n: d for n, d in found.items() if isinstance(d, bytes)})
 
 
 def file_hashes(folder: Path) -> dict[str, str]:
-    """sha256 of every file meta.json covers: all but meta.json itself and verify/."""
+    """sha256 of every file meta.json covers: all but meta.json itself and verify/ (for
+    anything but a regular file, why it is not one)."""
+    return _hashes(_contents(folder))
+
+
+def _contents(folder: Path) -> dict[str, bytes | str]:
+    """The files meta.json covers, by path inside the folder: bytes, or why not a file."""
+    cut = len(folder.name) + 1
     return {
-        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.name != META and p.relative_to(folder).parts[0] != VERIFY
+        path[cut:]: found
+        for path, found in files.walk(folder.parent, folder.name)
+        if path[cut:] != META and path[cut:].partition("/")[0] != VERIFY
     }
+
+
+def _hashes(found: dict[str, bytes | str]) -> dict[str, str]:
+    return {name: digest(d) if isinstance(d, bytes) else d for name, d in found.items()}
 
 
 def total_cost(folder: Path) -> float:
@@ -106,7 +134,7 @@ def total_cost(folder: Path) -> float:
     total = 0.0
     for stdout in sorted(folder.glob("*/stdout.ndjson")):
         try:
-            answer = orjson.loads(stdout.read_bytes())
+            answer = orjson.loads(files.read_untrusted(stdout, -1) or b"")
         except orjson.JSONDecodeError:
             continue  # a malformed answer reported no cost
         metrics = answer.get("result", {}).get("metrics", {}) if isinstance(answer, dict) else {}

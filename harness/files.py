@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -25,17 +27,20 @@ def pretty(obj: object) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
 
 
-def load_json(path: Path, schema: str, root: Path | None = None) -> Any:
-    """Parse and validate `path`; any problem is one InvalidInput line naming the file."""
+def load_json(path: Path, schema: str, root: Path | None = None, raw: bytes | None = None) -> Any:
+    """Parse and validate `path` (or `raw`, its bytes as already read); any problem is one
+    InvalidInput line naming the file."""
     label = _label(path, root)
+    if raw is None:
+        raw = read_regular(path, label)
+    if raw is None:
+        raise InvalidInput(f"{label}: file not found")
     try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise InvalidInput(f"{label}: file not found") from None
+        parsed = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"{label}: invalid JSON: {exc}") from None
-    schemas.validate(schema, data, label)
-    return data
+    schemas.validate(schema, parsed, label)
+    return parsed
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -99,10 +104,14 @@ def wipe(path: Path) -> None:
                 os.chmod(folder, 0o700)
         func(name)
 
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
+    try:
+        is_dir = stat.S_ISDIR(path.lstat().st_mode)
+    except FileNotFoundError:
+        return
+    if is_dir:
         shutil.rmtree(path, onerror=reopen)
+    else:
+        path.unlink()
 
 
 def copy_tree(src: Path, dest: Path) -> None:
@@ -134,17 +143,103 @@ def _open_up(folder: Path) -> None:
                     os.chmod(entry.path, entry.stat(follow_symlinks=False).st_mode | 0o400)
 
 
+MISSING = "missing"
+
+
+def _open_regular(name: str | Path, dir_fd: int | None = None) -> int | str:
+    """A descriptor on a regular file, or why there is none (MISSING, "a symlink", ...).
+
+    The entry is looked at with lstat before anything is opened, so a FIFO or a device is
+    never opened; one swapped in after that look is caught by O_NOFOLLOW, O_NONBLOCK (a
+    FIFO's open does not wait for a writer) and fstat.
+    """
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        if stat.S_ISREG(mode):
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return fd
+            os.close(fd)
+    except OSError as exc:
+        return _why(exc)
+    return "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+
+
+def _open_dir(name: str, dir_fd: int) -> int | str:
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError as exc:
+        return _why(exc)
+
+
+def _why(exc: OSError) -> str:
+    known = {errno.ENOENT: MISSING, errno.ELOOP: "a symlink", errno.ENOTDIR: "not a folder"}
+    return known.get(exc.errno or 0, f"cannot be read: {exc.strerror}")
+
+
+def _read(fd: int, limit: int = -1) -> bytes:
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(limit)
+
+
+def read_regular(path: Path, label: str) -> bytes | None:
+    """A harness file's bytes, or None when there is none; anything else there (a symlink, a
+    FIFO, a folder) is refused with one line naming `label`, never followed or opened."""
+    found = _open_regular(path)
+    if found == MISSING:
+        return None
+    if isinstance(found, str):
+        raise InvalidInput(f"{label}: {found}")
+    return _read(found)
+
+
 def read_untrusted(path: Path, limit: int) -> bytes | None:
     """At most `limit` bytes of a file that untrusted code may have replaced: None unless it
     is a regular file reached without following a symlink at its last component."""
+    found = _open_regular(path)
+    return None if isinstance(found, str) else _read(found, limit)
+
+
+def walk(root: Path, rel: str) -> Iterator[tuple[str, bytes | str]]:
+    """Every file at or under `rel` (a POSIX path below `root`), sorted: (path, its bytes) for
+    a regular file, (path, why not) for anything else, which is not entered or opened.
+
+    Each folder, from `root` down, is opened through its parent's descriptor with O_NOFOLLOW,
+    so no symlink is followed however the tree is swapped meanwhile.
+    """
+    parts = rel.split("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read(limit)
+        for depth, name in enumerate(parts[:-1]):
+            inner = _open_dir(name, fd)
+            if isinstance(inner, str):
+                if inner != MISSING:
+                    yield "/".join(parts[: depth + 1]), inner
+                return
+            os.close(fd)
+            fd = inner
+        yield from _walk(fd, parts[-1], rel)
     finally:
         os.close(fd)
+
+
+def _walk(parent: int, name: str, rel: str) -> Iterator[tuple[str, bytes | str]]:
+    found: int | str
+    try:
+        is_dir = stat.S_ISDIR(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError as exc:
+        is_dir, found = False, _why(exc)
+    else:
+        found = _open_dir(name, parent) if is_dir else _open_regular(name, parent)
+    if found == MISSING:
+        return
+    if isinstance(found, str):
+        yield rel, found
+    elif not is_dir:
+        yield rel, _read(found)
+    else:
+        try:
+            for child in sorted(os.listdir(found)):
+                yield from _walk(found, child, f"{rel}/{child}")
+        finally:
+            os.close(found)

@@ -53,8 +53,14 @@ class Layout:
     def exchange(self, task_id: str, call_id: str) -> Path:
         return self.exchanges(task_id) / call_id
 
+    def ledger(self, task_id: str) -> Path:
+        """What harness wrote or read under ai/ for the task's next record commit."""
+        return self.state / "tasks" / task_id / "ledger.ndjson"
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
     def record_paths(self, task_id: str) -> list[str]:
-        """Repository-relative paths a record commit carries for this task."""
+        """Repository-relative files and folders a record commit carries for this task."""
         paths = [self.config, self.registry, self.tokens, self.task_dir(task_id)]
-        paths.append(self.exchanges(task_id))
-        return [p.relative_to(self.root).as_posix() for p in paths if p.exists()]
+        return [self.rel(p) for p in (*paths, self.exchanges(task_id))]

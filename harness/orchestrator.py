@@ -6,6 +6,8 @@ point is finished by the next `harness next` without a second call, commit or ev
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,8 @@ from .clock import Clock
 from .contain import Containment
 from .errors import Halted, InvalidInput
 from .layout import Layout
+from .ledger import EMPTY, Ledger
+from .printable import printable
 from .progress import Log, fault
 from .registry import Agent
 
@@ -63,6 +67,7 @@ class Task:
     plan: plan_mod.Plan
     agents: list[Agent]
     log: Log
+    ledger: Ledger
     probed: dict[str, str] = field(default_factory=dict)
     recording: Recording | None = None
 
@@ -72,23 +77,29 @@ class Task:
         plan_path = layout.plan(task_id)
         if not plan_path.exists():
             raise InvalidInput(f"{plan_path.relative_to(root)}: file not found")
+        # What is validated is what the ledger enters: the record holds these very bytes.
+        ledger = Ledger(layout, task_id)
         task = cls(
             layout=layout,
             task_id=task_id,
             git=repo.Repo(root),
-            config=config_mod.load(layout.config),
-            plan=plan_mod.load(plan_path, root, task_id),
-            agents=registry.load(layout.registry, root),
+            config=config_mod.load(layout.config, ledger.read(layout.config)),
+            plan=plan_mod.load(plan_path, root, task_id, ledger.read(plan_path)),
+            agents=registry.load(layout.registry, root, ledger.read(layout.registry)),
             log=log or Log(layout.log(task_id), task_id, clock),
+            ledger=ledger,
         )
         task.log.uncontained = not task.config.contained
         # Refuse what a step would trip over later, before it writes anything.
-        task.git.head()
+        head = task.git.head()
         task.git.branch()
-        tokens.load(layout.tokens, root)
+        task.token_store()
         for sub in task.plan.subtasks:
             if registry.route(task.agents, sub.role, sub.agent) is None:
                 raise InvalidInput(f"ai/agents/registry.json: {unroutable(sub)}")
+        if log is None:  # a replay's own log is held to the record line by line instead
+            rel = layout.rel(task.log.path)
+            task.log.follow(ledger, task.git.blob_hashes(head, [rel])[rel] or EMPTY)
         return task
 
     @property
@@ -105,11 +116,16 @@ class Task:
     def contain(self) -> Containment:
         return Containment(self.layout, self.config)
 
+    def token_store(self) -> list[tokens.Token]:
+        """The token store as it is now: a person may revoke a token while a task runs."""
+        path = self.layout.tokens
+        return tokens.load(path, self.layout.root, self.ledger.read(path))
+
     def sync_checklist(self) -> None:
-        text = checklist.render(self.plan, state.done(self.events))
+        data = checklist.render(self.plan, state.done(self.events)).encode()
         path = self.layout.checklist(self.task_id)
-        if not path.exists() or path.read_text("utf-8") != text:
-            files.atomic_write(path, text.encode())
+        if not (self.ledger.holds(path, data) and files.read_untrusted(path, -1) == data):
+            self.ledger.write(path, data)
 
 
 def unroutable(sub: plan_mod.Subtask) -> str:
@@ -143,11 +159,9 @@ def step(task: Task) -> str | None:
 
 
 def settle(task: Task) -> None:
-    """Finish a run killed between moving the branch and updating the user's files.
-
-    Only files still at the parent's version (or already at the commit's) are updated, so
-    anything a person changed since is left for refuse_dirty to report.
-    """
+    """Finish a run killed between moving the branch and updating the user's files: as a
+    step does it (update_files), so anything a person changed since is kept, said so, and
+    left for refuse_dirty to report."""
     finished = state.done(task.events)
     for sub in task.plan.subtasks:
         att = state.attempt(state.current(task.events, sub.id))
@@ -158,9 +172,29 @@ def settle(task: Task) -> None:
             "Harness-Call-Id", att.call_id or "", invoked["details"]["base"]
         )
         if made is not None:
-            paths = task.git.changed(made)
-            if all(task.git.matches(p, (f"{made}^", made)) for p in paths):
-                task.git.sync(made, paths)
+            update_files(task, made, task.git.changed(made))
+
+
+def update_files(task: Task, made: str, paths: Sequence[str]) -> None:
+    """Bring the user's index and files to the commit `made` for `paths`, each only where
+    both still hold the parent's version (or already the commit's). A worker call takes
+    minutes: what the user changed or created meanwhile is kept as it is, one line each on
+    stderr, and the commit stands."""
+    git = task.git
+    theirs = [p for p in paths if not git.matches(p, (f"{made}^", made))]
+    blocked = git.sync(made, [p for p in paths if p not in theirs])
+    for path in theirs:
+        _tell(f"kept your change to {path}; the commit holds the task's version")
+    for path in blocked:
+        _tell(
+            f"did not write {path}: a symlink, file or folder of yours is in its way; "
+            "the commit holds the task's version"
+        )
+
+
+def _tell(line: str) -> None:
+    """A notice the step cannot return, since it goes on: printed at once, one line."""
+    print("harness: " + printable(line), file=sys.stderr)
 
 
 def refuse_dirty(task: Task) -> None:
@@ -316,7 +350,7 @@ class Subtask:
 
     def choose_token(self, ts: str) -> str | None:
         found, why = tokens.select(
-            tokens.load(self.task.layout.tokens, self.task.layout.root),
+            self.task.token_store(),
             self.sub.token,
             [*self.sub.write_scope, *self.sub.creates],
             ts,
@@ -381,7 +415,7 @@ class Subtask:
             "exit_code": result.code,
             "timed_out": result.timed_out,
         }
-        exchange = exchanges.commit(staging, folder, call, outcome, meta)
+        exchange = exchanges.commit(staging, folder, call, outcome, meta, task.ledger)
         fault("after:exchange")
         return exchange
 
@@ -416,11 +450,17 @@ class Subtask:
             if made is None:
                 return None
         paths = task.git.changed(made)
-        task.git.sync(made, paths)
+        update_files(task, made, paths)
         fault("after:sync")
         token_id = str(_token_of(call))
         tokens.spend(
-            task.layout.tokens, task.layout.root, token_id, task.task_id, call.call_id, made
+            task.ledger,
+            task.layout.tokens,
+            task.layout.root,
+            token_id,
+            task.task_id,
+            call.call_id,
+            made,
         )
         details = {"commit": made, "files": paths, "call_id": call.call_id, "token": token_id}
         self.log.append("subagent_diffs_applied", "ok", step=sub.id, details=details)
@@ -432,7 +472,7 @@ class Subtask:
         if token_id is None:
             self.fail("diffs returned but the call had no write token (write_scope none)", "gate")
             return None
-        known = tokens.load(self.task.layout.tokens, self.task.layout.root)
+        known = self.task.token_store()
         found = next((t for t in known if t.id == token_id), None)
         why = "it no longer exists" if found is None else found.usable_at(self.task.log.now())
         if why is not None:
@@ -482,7 +522,15 @@ class Subtask:
         evidence = task.layout.exchange(task.task_id, call.call_id) / exchanges.VERIFY
         recorded = task.recording.checks(sub.id) if task.recording is not None else None
         checks = recorded or Checks(
-            self.log, sub.id, att, cfg, runner, evidence, task.scratch, lambda p: git.show(tree, p)
+            self.log,
+            sub.id,
+            att,
+            cfg,
+            runner,
+            evidence,
+            task.ledger,
+            task.scratch,
+            lambda p: git.show(tree, p),
         )
         with ExitStack() as stack:
             wt = task.scratch("verify")
@@ -522,6 +570,9 @@ class Subtask:
             f"Harness-Log-Head: {task.log.head}\n"
         )
         who = (task.config.name, task.config.email)
+        # What would stop update_files once the branch moved stops the step before it does.
+        refuse_in_the_way(git, changes)
+        git.index_free()
         made = git.commit(tree, head, message, who, call.prompt["ts"])
         fault("before:advance")
         git.advance(git.branch(), made, head)
@@ -555,6 +606,30 @@ class Subtask:
         if tree is None:
             self.fail(problem, "apply")
         return tree
+
+
+def refuse_in_the_way(git: repo.Repo, changes: list[diffgate.Change]) -> None:
+    """Refuse, before the branch moves, a commit the user's files cannot take: a folder it
+    writes into is a symlink or a file in the working tree, put there by the user (a tracked
+    symlink the diff gate refuses; a tracked file the commit would have to delete). Syncing
+    would write through the link or replace the file.
+
+    Halted (exit 1), not a step failure: the worker's answer is sound and is reused once the
+    user has moved the thing away; nothing is committed or written until then."""
+    deleted = {c.path for c in changes if c.kind == "delete"}
+    deleted |= {c.old_path for c in changes if c.kind == "rename" and c.old_path}
+    for change in changes:
+        if change.kind == "delete":
+            continue
+        found = git.in_the_way(change.path)
+        # A file the commit deletes may become a folder (deletions are synced first).
+        if found is not None and found not in deleted:
+            what = "symlink" if (git.root / found).is_symlink() else "file"
+            raise Halted(
+                f"{found} is a {what} in your working tree, where the commit writes "
+                f"{change.path}; harness writes neither through nor over it: move it away, "
+                "then run again"
+            )
 
 
 def _token_of(call: envelope.Call) -> str | None:

@@ -43,8 +43,9 @@ class Plan:
         return {s.id: s for s in self.subtasks}
 
 
-def load(path: Path, root: Path, task_id: str) -> Plan:
-    data = files.load_json(path, "plan", root)
+def load(path: Path, root: Path, task_id: str, raw: bytes | None = None) -> Plan:
+    """The plan in `path` (or in `raw`, its bytes as already read), validated."""
+    data = files.load_json(path, "plan", root, raw)
     label = path.relative_to(root).as_posix()
     if data["task_id"] != task_id:
         raise InvalidInput(f"{label}: $.task_id: {data['task_id']!r} is not {task_id!r}")

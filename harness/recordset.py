@@ -1,76 +1,74 @@
-"""What a record commit may carry: harness's own files under ai/, and nothing planted there.
+"""What a record commit carries: what harness wrote or read under ai/, and nothing planted.
 
-Everything is looked at with lstat and never followed: a symlink, FIFO, socket or device is
-refused, and so is anything in a task's exchange folder that is not an exchange harness made.
+Every file under the record paths is walked without following a symlink, and opened only
+if it is a regular file (a FIFO or a device never is). A file the ledger names is taken
+with the bytes read, if they hash to its entry; a file it does not name must be what HEAD
+already holds. Anything else is refused with one line and left out: the commit keeps what
+HEAD has at that path (the last version recorded there), or nothing. The log is held in
+memory, as harness read, checked and appended it, so the record always holds that log.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import stat
-from pathlib import Path
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
+from . import files
 from .layout import Layout
+from .ledger import digest
 
-CALL_ID = re.compile(r"[0-9a-f]{64}")
-
-
-def collect(layout: Layout, task_id: str) -> tuple[list[str], list[str]]:
-    """(repository-relative files to commit, one line per entry refused), both sorted."""
-    root = layout.root
-    kept: list[str] = []
-    refused: list[str] = []
-    singles = [layout.config, layout.registry, layout.tokens]
-    for path in singles:
-        _take(path, root, kept, refused)
-    for top in (layout.task_dir(task_id), layout.exchanges(task_id)):
-        try:
-            mode = top.lstat().st_mode
-        except FileNotFoundError:
-            continue
-        if not stat.S_ISDIR(mode):
-            refused.append(f"{_rel(top, root)}: not a folder")
-            continue
-        for folder, dirs, names in os.walk(top):
-            here = Path(folder)
-            for name in sorted(dirs):
-                if (here / name).is_symlink():
-                    refused.append(f"{_rel(here / name, root)}: a symlink")
-            dirs[:] = sorted(d for d in dirs if not (here / d).is_symlink())
-            if here == layout.exchanges(task_id):
-                foreign = [
-                    d
-                    for d in dirs
-                    if not (CALL_ID.fullmatch(d) and (here / d / "meta.json").is_file())
-                ]
-                refused += [
-                    f"{_rel(here / d, root)}: not an exchange harness made" for d in foreign
-                ]
-                dirs[:] = [d for d in dirs if d not in foreign]
-                refused += [
-                    f"{_rel(here / n, root)}: not an exchange harness made" for n in sorted(names)
-                ]
-                continue
-            for name in sorted(names):
-                _take(here / name, root, kept, refused)
-    return sorted(kept), sorted(refused)
+# The sha256 of each path's content in HEAD, None where HEAD has no file there.
+Committed = Callable[[list[str]], Mapping[str, str | None]]
 
 
-def _exchange(folder: Path) -> bool:
-    return CALL_ID.fullmatch(folder.name) is not None and (folder / "meta.json").is_file()
+@dataclass(frozen=True)
+class Record:
+    taken: dict[str, bytes]  # repository path -> the checked bytes to commit there
+    dropped: list[str]  # harness removed these: what HEAD has at or under them goes
+    refused: list[str]  # "path: why", one per path whose file is not committed
 
 
-def _take(path: Path, root: Path, kept: list[str], refused: list[str]) -> None:
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        return
-    if stat.S_ISREG(mode):
-        kept.append(_rel(path, root))
-    else:
-        refused.append(f"{_rel(path, root)}: not a regular file")
+def collect(
+    layout: Layout,
+    task_id: str,
+    entries: Mapping[str, str | None],
+    held: Mapping[str, bytes],
+    committed: Committed,
+) -> Record:
+    """The record of `task_id` from the ledger's `entries` and the files harness `held` in
+    memory (the log), against what HEAD holds."""
+    taken: dict[str, bytes] = {}
+    refused: dict[str, str] = {}
+    strangers: dict[str, str] = {}  # a regular file the ledger does not name: its sha256
+    dropped = sorted(path for path, sha in entries.items() if sha is None)
+    seen = set()
+    for top in layout.record_paths(task_id):
+        for path, found in files.walk(layout.root, top):
+            seen.add(path)
+            if isinstance(found, str):
+                refused[path] = found
+            elif path in held:
+                if found != held[path]:
+                    refused[path] = "changed after harness wrote it"
+            elif entries.get(path) is not None:
+                if digest(found) == entries[path]:
+                    taken[path] = found
+                else:
+                    refused[path] = "changed after harness wrote or read it"
+            elif _within(path, dropped):
+                refused[path] = "not written by harness"
+            else:
+                strangers[path] = digest(found)
+    for path in [*held, *(p for p, sha in entries.items() if sha is not None)]:
+        if path not in seen and not _within(path, refused):
+            refused[path] = "missing"
+    recorded = committed(sorted(strangers))
+    for path, sha in strangers.items():
+        if recorded.get(path) != sha:
+            refused[path] = "not written or read by harness"
+    lines = [f"{path}: {why}" for path, why in sorted(refused.items())]
+    return Record(taken | dict(held), dropped, lines)
 
 
-def _rel(path: Path, root: Path) -> str:
-    return path.relative_to(root).as_posix()
+def _within(path: str, tops: Collection[str]) -> bool:
+    return any(path == top or path.startswith(top + "/") for top in tops)

@@ -87,8 +87,8 @@ class Agent:
         )
 
 
-def load(path: Path, root: Path) -> list[Agent]:
-    data = files.load_json(path, "registry", root)
+def load(path: Path, root: Path, raw: bytes | None = None) -> list[Agent]:
+    data = files.load_json(path, "registry", root, raw)
     agents = [
         Agent(
             id=a["id"],

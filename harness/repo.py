@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import io
 import os
+import stat
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO
 
 import git
 from git.exc import InvalidGitRepositoryError, NoSuchPathError
+from gitdb.base import IStream
 
 from . import clock, files
 from .errors import Halted, HarnessError, InvalidInput
@@ -33,6 +36,11 @@ _PREFIX = (
     "advice.detachedHead=false",
 )
 _ENV = {"LC_ALL": "C", "TZ": "UTC", "GIT_TERMINAL_PROMPT": "0"}
+# Paths harness passes are names, never pathspecs: a file named `:!x` is not "all but x".
+_LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
+
+# An index entry (mode, object id); None where there is no file.
+Entry = tuple[str, str] | None
 
 
 def find_root(start: Path) -> Path:
@@ -72,10 +80,7 @@ class Repo:
         """Run git; a failure is a HarnessError carrying git's last line of complaint."""
         code, out, err = self.try_git(*args, cwd=cwd, env=env)
         if code != 0 and "index.lock': File exists" in err:
-            raise Halted(
-                f"git {args[0]}: {self.root / '.git' / 'index.lock'} exists; if no git is "
-                "running (a killed harness leaves it), remove it and run again"
-            )
+            raise self._stale_lock(args[0])
         if code != 0:
             tail = (err.strip().splitlines() or [f"exit {code}"])[-1]
             raise HarnessError(f"git {args[0]} failed: {tail}")
@@ -210,8 +215,11 @@ class Repo:
         return sorted(filter(None, out.split("\0")))
 
     def matches(self, path: str, commits: Sequence[str]) -> bool:
-        """True when the working-tree file equals its version in one of `commits`."""
-        return any(self.try_git("diff", "--quiet", c, "--", path)[0] == 0 for c in commits)
+        """True when the user's index entry and working file for `path` each equal its
+        version in one of `commits`; where a commit has no such file, that means no entry and
+        no file (what lies past a symlink or a file on the way is no file, as git sees it)."""
+        versions = {self._entry(c, path) for c in commits}
+        return self._staged(path) in versions and self._working(path) in versions
 
     # -- scratch copies ----------------------------------------------------------------------
 
@@ -336,46 +344,157 @@ class Repo:
         if code != 0:
             raise HarnessError(f"branch {branch} moved while harness worked: {err.strip()}")
 
-    def sync(self, commit: str, paths: Sequence[str]) -> None:
-        """Make the user's index and files match `commit` for exactly these paths."""
-        present = self.git("ls-tree", "-r", "-z", "--name-only", commit, "--", *paths).split("\0")
-        keep = [p for p in paths if p in present]
-        gone = [p for p in paths if p not in present]
-        if keep:
-            self.git("checkout", commit, "--", *keep)
+    def sync(self, commit: str, paths: Sequence[str]) -> list[str]:
+        """Make the user's index and files match `commit` for exactly these paths, deletions
+        first so that a file may become a folder and a folder a file. Nothing is written
+        through a symlink or over something of the user's (a file on the way, a folder that is
+        not empty where the file goes): such a path is left as it is and returned."""
+        gone = [p for p in paths if self._entry(commit, p) is None]
         if gone:
-            self.git("rm", "-q", "--cached", "--ignore-unmatch", "--", *gone)
+            self.git("update-index", "--force-remove", "--", *gone)
             for path in gone:
-                (self.root / path).unlink(missing_ok=True)
+                self._remove(path)
+        blocked = [p for p in paths if p not in gone and not self._clear(p)]
+        ready = [p for p in paths if p not in gone and p not in blocked]
+        if ready:
+            self.git("checkout", commit, "--", *ready, env=_LITERAL)
+        return blocked
 
     def record(
         self,
-        paths: Sequence[str],
-        keep: Sequence[str],
+        taken: Mapping[str, bytes],
+        dropped: Sequence[str],
         message: str,
         who: tuple[str, str],
         ts: str,
         index: Path,
     ) -> str | None:
-        """Commit on top of HEAD exactly the files `keep` under `paths` (whatever else lies
-        under `paths` is dropped from the commit), leaving other changes alone."""
+        """Commit on top of HEAD these bytes at these paths, after removing whatever HEAD has
+        at or under `dropped`, leaving every other path and change alone; the user's index
+        follows the commit for exactly those paths. The bytes go to the object store as they
+        are given: nothing is read from the working tree, so nothing changed there after they
+        were checked can slip in."""
         head = self.head()
-        env = {"GIT_INDEX_FILE": str(index)}
+        env = {"GIT_INDEX_FILE": str(index), **_LITERAL}
         index.unlink(missing_ok=True)
         try:
             self.git("read-tree", head, env=env)
-            self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *paths, env=env)
-            if keep:
-                self.git("add", "-f", "--", *keep, env=env)
+            if dropped:
+                self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *dropped, env=env)
+            infos = []
+            for path, data in sorted(taken.items()):
+                blob = self.repo.odb.store(IStream(git.Blob.type, len(data), io.BytesIO(data)))
+                infos += ["--cacheinfo", f"100644,{blob.hexsha.decode()},{path}"]
+            for start in range(0, len(infos), 2000):
+                chunk = infos[start : start + 2000]
+                self.git("update-index", "--add", "--replace", *chunk, env=env)
             tree = self.git("write-tree", env=env).strip()
         finally:
             index.unlink(missing_ok=True)
         if tree == self.repo.commit(head).tree.hexsha:
             return None
+        self.index_free()
         made = self.commit(tree, head, message, who, ts)
         self.advance(self.branch(), made, head)
-        self.git("reset", "-q", made, "--", *paths)
+        self.git("reset", "-q", made, "--", *sorted({*taken, *dropped}), env=_LITERAL)
         return made
+
+    def index_free(self) -> None:
+        """Halt on a stale index.lock before the branch moves rather than after, when the
+        index update that follows a commit would meet it."""
+        if self._lock.exists():
+            raise self._stale_lock("commit")
+
+    @property
+    def _lock(self) -> Path:
+        return Path(self.repo.git_dir) / "index.lock"
+
+    def _stale_lock(self, command: str) -> Halted:
+        return Halted(
+            f"git {command}: {self._lock} exists; if no git is running (a killed harness "
+            "leaves it), remove it and run again"
+        )
+
+    def in_the_way(self, path: str) -> str | None:
+        """The first folder of `path` that in the working tree is a symlink or a file, or None.
+        Each part is looked at with lstat, after its parent proved a real folder, so no link
+        is ever followed."""
+        parts = path.split("/")
+        for end in range(1, len(parts)):
+            folder = "/".join(parts[:end])
+            try:
+                found = os.lstat(self.root / folder)
+            except FileNotFoundError:
+                return None
+            if not stat.S_ISDIR(found.st_mode):
+                return folder
+        return None
+
+    def _entry(self, commit: str, path: str) -> Entry:
+        """The path's entry in `commit`."""
+        try:
+            blob = self.repo.commit(commit).tree[path]
+        except KeyError:
+            return None
+        return (f"{blob.mode:o}", blob.hexsha) if blob.type == "blob" else None
+
+    def _staged(self, path: str) -> Entry:
+        """The path's entry in the user's index."""
+        out = self.git("ls-files", "-s", "-z", "--", path, env=_LITERAL)
+        for record in filter(None, out.split("\0")):
+            meta, name = record.split("\t", 1)
+            if name == path:
+                mode, sha, stage = meta.split(" ")
+                # A conflicted entry is the user's business, never a version of ours.
+                return (mode, sha) if stage == "0" else ("unmerged", sha)
+        return None
+
+    def _working(self, path: str) -> Entry:
+        """The working file at `path` as the index would record it; None for no file."""
+        if self.in_the_way(path) is not None:
+            return None
+        full = self.root / path
+        try:
+            found = full.lstat()
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(found.st_mode):
+            target = os.fsencode(os.readlink(full))
+            blob = hashlib.sha1(b"blob %d\0%b" % (len(target), target), usedforsecurity=False)
+            return "120000", blob.hexdigest()
+        if not stat.S_ISREG(found.st_mode):
+            return None
+        mode = "100755" if found.st_mode & stat.S_IXUSR else "100644"
+        return mode, self.git("hash-object", "--", path).strip()
+
+    def _remove(self, path: str) -> None:
+        """Delete the working file at `path`, never through a link nor a folder, and the
+        folders that leaves empty, as git does."""
+        if self.in_the_way(path) is not None:
+            return
+        full = self.root / path
+        if full.is_symlink() or full.is_file():
+            full.unlink()
+        folder = full.parent
+        while folder != self.root:
+            try:
+                folder.rmdir()
+            except OSError:
+                return
+            folder = folder.parent
+
+    def _clear(self, path: str) -> bool:
+        """Whether a file may be written at `path`: no symlink or file on its way, and no
+        folder where it goes (an empty one is removed, as git would)."""
+        if self.in_the_way(path) is not None:
+            return False
+        full = self.root / path
+        if full.is_dir() and not full.is_symlink():
+            try:
+                full.rmdir()
+            except OSError:
+                return False
+        return True
 
 
 class Spool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -11,6 +11,7 @@ from typing import Any
 
 from . import clock, files, schemas, scope
 from .errors import Halted, InvalidInput
+from .ledger import Ledger
 
 DEFAULT: dict[str, object] = {"tokens": []}
 _TTL = re.compile(r"^(\d+)([smhd])$")
@@ -40,11 +41,9 @@ class Token:
         return all(any(scope.covers(p, g) for p in self.paths) for g in globs)
 
 
-def load(path: Path, root: Path) -> list[Token]:
-    if not path.exists():
-        return []
-    data = files.load_json(path, "write-tokens", root)
-    tokens = [_token(t) for t in data["tokens"]]
+def load(path: Path, root: Path, raw: bytes | None = None) -> list[Token]:
+    """The tokens in `path` (or in `raw`, its bytes as already read); none without a file."""
+    tokens = [_token(t) for t in _raw(path, root, raw)["tokens"]]
     ids = [t.id for t in tokens]
     dup = next((i for i in ids if ids.count(i) > 1), None)
     if dup is not None:
@@ -80,15 +79,19 @@ def select(
     return None, f"no usable token covers {', '.join(globs)}"
 
 
-def _save(path: Path, data: dict[str, Any]) -> None:
+def _save(
+    path: Path, data: dict[str, Any], write: Callable[[Path, bytes], None] = files.atomic_write
+) -> None:
     schemas.validate("write-tokens", data, "ai/agents/write_tokens.json")
-    files.atomic_write(path, files.pretty(data))
+    write(path, files.pretty(data))
 
 
-def _raw(path: Path, root: Path) -> dict[str, Any]:
-    if not path.exists():
+def _raw(path: Path, root: Path, raw: bytes | None = None) -> dict[str, Any]:
+    if raw is None:
+        raw = files.read_regular(path, "ai/agents/write_tokens.json")
+    if raw is None:
         return {"tokens": []}
-    data: dict[str, Any] = files.load_json(path, "write-tokens", root)
+    data: dict[str, Any] = files.load_json(path, "write-tokens", root, raw)
     return data
 
 
@@ -116,9 +119,11 @@ def revoke(path: Path, root: Path, token_id: str) -> None:
     _save(path, data)
 
 
-def spend(path: Path, root: Path, token_id: str, task_id: str, call_id: str, commit: str) -> None:
+def spend(
+    ledger: Ledger, path: Path, root: Path, token_id: str, task_id: str, call_id: str, commit: str
+) -> None:
     """Mark a one-shot token used; idempotent for the same commit, refused for another."""
-    data = _raw(path, root)
+    data = _raw(path, root, ledger.read(path))
     entry = next((t for t in data["tokens"] if t["id"] == token_id), None)
     if entry is None or not entry["one_shot"]:
         return
@@ -128,4 +133,4 @@ def spend(path: Path, root: Path, token_id: str, task_id: str, call_id: str, com
     if "spent" in entry:
         raise Halted(f"one-shot token {token_id} was already spent")
     entry["spent"] = mark
-    _save(path, data)
+    _save(path, data, ledger.write)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -34,3 +37,22 @@ def sub(sid: str, *deps: str, **fields: Any) -> Subtask:
 
 def plan_of(*subtasks: Subtask) -> Plan:
     return Plan("demo", "2026-01-01T00:00:00Z", tuple(subtasks))
+
+
+class Waiting:
+    """A FIFO made at `path` with a writer blocked opening it: the writer goes on only if
+    something opens the FIFO to read, so a FIFO harness never opened still has it waiting."""
+
+    def __init__(self, path: Path) -> None:
+        os.mkfifo(path)
+        self.path = path
+        self.writer = threading.Thread(target=lambda: path.open("wb").close(), daemon=True)
+        self.writer.start()
+
+    def assert_unopened(self) -> None:
+        """Fail if the FIFO was opened; then let the writer go."""
+        assert self.writer.is_alive(), f"{self.path} was opened"
+        reader = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        self.writer.join(5)
+        os.close(reader)
+        assert not self.writer.is_alive()

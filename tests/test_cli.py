@@ -511,7 +511,7 @@ def test_a_refused_step_writes_nothing(sample: Sample, tmp_path: Path, case: str
 
 
 def test_internal_error_exits_4_with_a_crash_log(sample: Sample, tmp_path: Path) -> None:
-    (sample.root / "ai/tasks/demo/progress.ndjson").mkdir()  # where the log file should be
+    (sample.root / ".git/harness").write_text("")  # where harness's own folder should be
     crashes = tmp_path / "crashes"
     crashes.mkdir()
     head = sample.head()
@@ -648,3 +648,37 @@ def test_written_files_follow_the_umask(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert (tmp_path / "report.html").stat().st_mode & 0o777 == 0o644
+
+
+# -- a stale index.lock ------------------------------------------------------------------------
+
+
+def test_a_stale_index_lock_stops_the_step_before_its_commit_then_it_goes_on(
+    sample: Sample,
+) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    before = (sample.root / "src/calc.py").read_bytes()
+    lock = sample.root / ".git/index.lock"
+    lock.touch()  # what a killed git leaves behind
+    head = sample.head()
+    res = sample.cli("next", "demo")
+    assert res.returncode == 1
+    assert sample.head() == head  # no subtask commit, and no record commit either
+    # Which git command met the lock first is beside the point.
+    assert re.fullmatch(
+        rf"harness: git [a-z-]+: {re.escape(str(lock))} exists; if no git is running "
+        r"\(a killed harness leaves it\), remove it and run again",
+        one_line(res),
+    )
+    assert sample.git("log", "--format=%H", "--grep=Harness-Subtask:") == ""
+    assert (sample.root / "src/calc.py").read_bytes() == before
+    assert "step_failed" not in sample.names()  # the task is not blocked: only waiting
+    # The twin: with the lock gone, the same step goes on from its recorded answer.
+    lock.unlink()
+    res = sample.cli("next", "demo")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("T1\tdone")
+    assert sample.names().count("subagent_invoked") == 1
+    assert (sample.root / "src/calc.py").read_bytes() == before + b"VALUE = 1\n"
+    assert sample.git("status", "--porcelain") == ""

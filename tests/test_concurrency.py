@@ -46,8 +46,13 @@ def first(sample: Sample) -> Iterator[subprocess.Popen[str]]:
         slow(ok("T1", ("src/calc.py", calc_patch()))),
         ok("T2", ("docs/x.md", new_file_patch("docs/x.md", ["# x"]))),
     ])  # fmt: skip
+    yield from holding(sample, "next")
+
+
+def holding(sample: Sample, command: str) -> Iterator[subprocess.Popen[str]]:
+    """`command demo` started and seen calling its slow T1 worker, so holding its locks."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "next", "demo", "--repo", str(sample.root)],
+        [sys.executable, "-m", "harness.cli", command, "demo", "--repo", str(sample.root)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "HARNESS_CLOCK": CLOCK},
     )  # fmt: skip
@@ -55,7 +60,7 @@ def first(sample: Sample) -> Iterator[subprocess.Popen[str]]:
     deadline = time.monotonic() + 30
     while not (log.exists() and b'"subagent_invoked"' in log.read_bytes()):
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the first `next` never called its worker"
+        assert time.monotonic() < deadline, f"the first `{command}` never called its worker"
         time.sleep(0.05)
     yield proc
     if proc.poll() is None:
@@ -119,3 +124,38 @@ def test_status_works_while_the_task_is_locked(
     assert sample.cli("status", "demo").returncode == 0
     code, _, errout = finished(first)
     assert code == 0, errout
+
+
+def test_runs_of_two_tasks_in_one_repository_take_turns_and_never_crash(sample: Sample) -> None:
+    # They share the index and the branch: the second is busy at once, or waits its turn.
+    sample.write_plan([
+        subtask("T1"),
+        subtask("T2", write_scope="docs/**", creates=["docs/*.md"]),
+    ])  # fmt: skip
+    sample.write_plan([subtask("U1", write_scope="docs/**", creates=["docs/*.md"])], "other")
+    sample.write_script([
+        slow(ok("T1", ("src/calc.py", calc_patch()))),
+        ok("T2", ("docs/x.md", new_file_patch("docs/x.md", ["# x"]))),
+        ok("U1", ("docs/u.md", new_file_patch("docs/u.md", ["# u"]))),
+    ])  # fmt: skip
+    running = holding(sample, "run")
+    first = next(running)
+    try:
+        busy = sample.cli("run", "other")
+        assert busy.returncode == 3, busy.stderr
+        assert "the repository is busy" in busy.stderr
+        assert first.poll() is None
+        assert sample.events("other") == []
+
+        waited = sample.cli("run", "other", "--wait")
+        code, out, errout = finished(first)
+    finally:
+        running.close()
+    assert code == 0, errout
+    assert waited.returncode == 0, waited.stderr
+    assert "task demo complete" in out and "task other complete" in waited.stdout
+    assert sample.names()[-1] == "task_completed" == sample.names("other")[-1]
+    assert_chain(sample)
+    assert sample.git("status", "--porcelain") == ""
+    assert (sample.root / "docs/x.md").read_text() == "# x\n"
+    assert (sample.root / "docs/u.md").read_text() == "# u\n"

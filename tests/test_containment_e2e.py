@@ -869,3 +869,111 @@ def test_status_shows_a_run_was_not_contained(world: World) -> None:
     assert re.search(r"not contained|uncontained|sandbox: off", shown.stdout, re.I), shown.stdout
     doc = orjson.loads(world.cli("status", "demo", "--json").stdout)
     assert doc["uncontained_events"] == len(world.sample.events())
+
+
+# -- 10. the record commit: only what harness wrote -------------------------------------------
+
+RECORD = """
+def test_record():
+    if os.path.exists(TARGETS["once"]):
+        return  # the second test run: tampering once is enough
+    open(TARGETS["once"], "w").close()
+    ai = Path(TARGETS["ai"])
+    exchanges = ai / "exchanges" / "demo"
+    seen = {}
+
+    def log():
+        path = ai / "tasks" / "demo" / "progress.ndjson"
+        shutil.copyfile(path, TARGETS["before"])
+        with open(path, "ab") as fh:
+            fh.write(b'{"planted": true}\\n')
+
+    def fresh():
+        (call,) = [p for p in exchanges.iterdir() if p.name != TARGETS["recorded"]]
+        (call / "prompt.ndjson").write_text("planted\\n")
+
+    actions = [
+        ("log", log),
+        ("recorded", lambda: (exchanges / TARGETS["recorded"] / "stdout.ndjson").write_text("x")),
+        ("fresh", fresh),
+        ("config", lambda: (ai / "harness.toml").write_text("# planted\\n")),
+        ("drop", lambda: (exchanges / "planted.txt").write_text("planted\\n")),
+        ("notes", lambda: (ai / "tasks" / "demo" / "notes.md").write_text("planted\\n")),
+        ("fifo", lambda: os.mkfifo(ai / "tasks" / "demo" / "pipe")),
+        ("link", lambda: (exchanges / "link").symlink_to("/etc/passwd")),
+    ]
+    for name, act in actions:
+        try:
+            act()
+            seen[name] = "done"
+        except (OSError, ValueError) as exc:
+            seen[name] = type(exc).__name__
+    report(seen)
+"""
+
+
+def committed(world: World, path: str) -> bytes | None:
+    """The bytes HEAD holds at `path`, or None."""
+    shown = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=world.root, capture_output=True)
+    return shown.stdout if shown.returncode == 0 else None
+
+
+@pytest.mark.parametrize("hostile", [True, False], ids=["hostile", "twin"])
+def test_uncontained_code_gets_none_of_its_bytes_into_the_record(
+    world: World, hostile: bool
+) -> None:
+    root, tmp = world.root, world.tmp
+    world.sample.write_plan([subtask("T1"), evil_subtask("T2", depends_on=["T1"])])
+    configure(world, contained=False, test=f"if [ -e {EVIL} ]; then {PYTEST}; fi")
+    config = (root / "ai/harness.toml").read_bytes()
+    world.sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert world.next().returncode == 0  # T1, recorded: what T2's tests then attack
+    (t1,) = [e["details"]["call_id"] for e in named(world, "step_completed")]
+    recorded = f"ai/exchanges/demo/{t1}/stdout.ndjson"
+    t1_stdout = (root / recorded).read_bytes()
+    targets = {"ai": str(root / "ai") if hostile else "ai", "recorded": t1}
+    targets |= {"once": str(tmp / "once"), "before": str(tmp / "log-before")}
+    lines = evil_source(RECORD, TARGETS=targets)
+    world.sample.write_script([evil_answer(lines) | {"subtask": "T2"}])
+    res = world.next()
+    exchanges = root / "ai/exchanges/demo"
+    (t2,) = [p.name for p in exchanges.iterdir() if p.name not in (t1, "link", "planted.txt")]
+    (test,) = (exchanges / t2 / "verify").glob("*-test.json")
+    seen = reported(orjson.loads(test.read_bytes())["runs"][0]["tail"])
+    log = "ai/tasks/demo/progress.ndjson"
+    if not hostile:
+        assert res.returncode == 0, res.stderr
+        assert "not recorded" not in res.stderr
+        assert seen == dict.fromkeys(seen, "done") | {"fresh": "ValueError"}, seen
+        assert world.sample.names()[-1] == "step_completed"
+        assert committed(world, log) == (root / log).read_bytes()
+        assert world.sample.git("status", "--porcelain", "--untracked-files=all", "ai") == ""
+        return
+    assert set(seen.values()) == {"done"}, seen
+    assert res.returncode == 1
+    assert res.stderr.splitlines() == [
+        f"harness: not recorded: {recorded}: not written or read by harness",
+        f"harness: not recorded: ai/exchanges/demo/{t2}/prompt.ndjson: "
+        "changed after harness wrote or read it",
+        "harness: not recorded: ai/exchanges/demo/link: a symlink",
+        "harness: not recorded: ai/exchanges/demo/planted.txt: not written or read by harness",
+        "harness: not recorded: ai/harness.toml: changed after harness wrote or read it",
+        "harness: not recorded: ai/tasks/demo/notes.md: not written or read by harness",
+        "harness: not recorded: ai/tasks/demo/pipe: not a regular file",
+        f"harness: not recorded: {log}: changed after harness wrote it",
+        f"harness: {log}: changed by something other than harness",
+    ]
+    assert world.sample.git("log", "-1", "--format=%s").strip() == "harness: record demo"
+    # What the record holds is harness's, byte for byte: the log up to the tampering, the
+    # recorded exchange and config as they were, and nothing of the planted files.
+    assert committed(world, log) == (tmp / "log-before").read_bytes()
+    assert committed(world, recorded) == t1_stdout
+    assert committed(world, "ai/harness.toml") == config
+    fresh = f"ai/exchanges/demo/{t2}"
+    assert committed(world, f"{fresh}/meta.json") == (root / fresh / "meta.json").read_bytes()
+    for planted in ("prompt.ndjson", "../link", "../planted.txt"):
+        assert committed(world, os.path.normpath(f"{fresh}/{planted}")) is None
+    for planted in ("notes.md", "pipe"):
+        assert committed(world, f"ai/tasks/demo/{planted}") is None
+    again = world.next()
+    assert again.returncode == 2 and again.stderr.startswith(f"harness: {log}:"), again.stderr

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from .conftest import CLOCK, Sample, err, subtask
+from .conftest import CLOCK, Sample, calc_patch, err, ok, subtask
 
 DRAFT = Path("ai/tasks/t9/plan.draft.json")
 PLAN = Path("ai/tasks/t9/plan.json")
@@ -77,3 +77,15 @@ def test_accept_needs_a_draft_and_an_unstarted_task(sample: Sample) -> None:
     assert sample.cli("plan", "draft", "t9", "--goal", "x").returncode == 0
     res = sample.cli("plan", "accept", "t9")
     assert res.returncode == 2 and "has started" in res.stderr
+
+
+def test_what_draft_and_accept_wrote_goes_into_the_record(sample: Sample) -> None:
+    planner(sample, proposal([subtask("T1")]))
+    assert sample.cli("plan", "draft", "t9", "--goal", "x").returncode == 0
+    assert sample.cli("plan", "accept", "t9").returncode == 0
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    res = sample.cli("next", "t9")
+    assert res.returncode == 0 and "not recorded" not in res.stderr, res.stderr
+    assert sample.git("status", "--porcelain", "--untracked-files=all", "--", "ai") == ""
+    tracked = sample.git("ls-tree", "-r", "--name-only", "HEAD", "--", "ai/tasks/t9").split()
+    assert str(PLAN) in tracked and str(DRAFT) not in tracked

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -58,6 +59,7 @@ def test_base_env_is_exactly_the_fixed_keys_plus_allowlist(tmp_path: Path) -> No
         "HOME": str(tmp_path),
         "TZ": "UTC",
         "LC_ALL": "C",
+        "HARNESS_PYTHON": sys.executable,
         "API_TOKEN": "t0k",
     }
 
@@ -88,6 +90,7 @@ def test_child_sees_only_base_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "HOME": str(tmp_path / "home"),
         "TZ": "UTC",
         "LC_ALL": "C",
+        "HARNESS_PYTHON": sys.executable,
         "HARNESS_ALLOWED": "visible",
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import orjson
@@ -10,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.clock import SteppingClock
-from harness.errors import InvalidInput
+from harness.errors import Halted, InvalidInput
+from harness.layout import Layout
+from harness.ledger import EMPTY, Ledger, digest
 from harness.progress import GENESIS, Log, line_hash
 
 from .builders import FAST
@@ -127,4 +130,94 @@ def test_foreign_task_or_non_canonical_line_is_refused(tmp_path: Path, log_bytes
     first = orjson.loads(log_bytes.splitlines()[0])
     path.write_bytes(orjson.dumps(first, option=orjson.OPT_INDENT_2).replace(b"\n", b" ") + b"\n")
     with pytest.raises(InvalidInput, match="not a line harness wrote"):
+        read(path)
+
+
+# -- the log and the ledger --------------------------------------------------------------------
+
+
+def repository(tmp_path: Path, log_bytes: bytes) -> tuple[Layout, Path]:
+    """A layout whose task log holds `log_bytes` (the ledger needs a .git folder only)."""
+    (tmp_path / ".git").mkdir()
+    layout = Layout(tmp_path)
+    path = layout.log("demo")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(log_bytes)
+    return layout, path
+
+
+def test_each_append_is_entered_after_it_is_written(tmp_path: Path, log_bytes: bytes) -> None:
+    layout, path = repository(tmp_path, log_bytes)
+    ledger = Ledger(layout, "demo")
+    log = read(path)
+    log.follow(ledger, digest(log_bytes))
+    assert ledger.entries == {}  # nothing new: the recorded log is what harness last wrote
+    log.append("task_completed", "ok")
+    assert log.data() == path.read_bytes()
+    assert Ledger(layout, "demo").entries == {"ai/tasks/demo/progress.ndjson": log.digest}
+
+
+@pytest.mark.parametrize("entered", [True, False], ids=["entered", "recorded"])
+def test_one_line_past_what_harness_last_wrote_is_a_kill_and_is_taken(
+    tmp_path: Path, log_bytes: bytes, entered: bool
+) -> None:
+    lines = log_bytes.splitlines(keepends=True)
+    layout, path = repository(tmp_path, log_bytes)
+    ledger = Ledger(layout, "demo")
+    known = digest(b"".join(lines[:-1]))
+    if entered:
+        ledger.note({path: known})
+    read(path).follow(ledger, EMPTY if entered else known)
+    assert ledger.noted(path) == digest(log_bytes)
+
+
+@pytest.mark.parametrize("entered", [True, False], ids=["entered", "recorded"])
+@pytest.mark.parametrize("change", ["two lines more", "one line less", "rewritten"])
+def test_any_other_log_is_refused(
+    tmp_path: Path, log_bytes: bytes, entered: bool, change: str
+) -> None:
+    lines = log_bytes.splitlines(keepends=True)
+    known = {
+        "two lines more": b"".join(lines[:-2]),
+        "one line less": log_bytes + b"{}\n",
+        "rewritten": log_bytes.replace(b'"T0"', b'"T9"'),
+    }[change]
+    layout, path = repository(tmp_path, log_bytes)
+    ledger = Ledger(layout, "demo")
+    if entered:
+        ledger.note({path: digest(known)})
+    with pytest.raises(InvalidInput, match="not the log harness last wrote: restore it, or"):
+        read(path).follow(ledger, EMPTY if entered else digest(known))
+
+
+@pytest.mark.parametrize("change", ["appended", "replaced"])
+def test_no_line_is_appended_to_a_log_something_else_changed(
+    tmp_path: Path, log_bytes: bytes, change: str
+) -> None:
+    path = tmp_path / "p.ndjson"
+    path.write_bytes(log_bytes)
+    log = read(path)
+    if change == "appended":
+        with path.open("ab") as fh:
+            fh.write(b"planted\n")
+    else:
+        (tmp_path / "other").write_bytes(b"")
+        path.unlink()
+        path.symlink_to(tmp_path / "other")
+    before = path.read_bytes()
+    with pytest.raises(Halted, match=r"^ai/tasks/demo/progress\.ndjson: "):
+        log.append("task_completed", "ok")
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "symlink"])
+def test_a_log_that_is_not_a_regular_file_is_refused_unopened(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "p.ndjson"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)  # opened, a read would wait for a writer forever
+    else:
+        path.symlink_to(tmp_path / "elsewhere.ndjson")
+    with pytest.raises(InvalidInput, match=r"^ai/tasks/demo/progress\.ndjson: (not a|a symlink)"):
         read(path)

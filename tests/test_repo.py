@@ -39,3 +39,57 @@ def test_a_tree_naming_git_or_a_parent_is_refused(repo: Repo, tmp_path: Path, na
 def test_an_ordinary_tree_is_exported_byte_for_byte(repo: Repo, tmp_path: Path) -> None:
     assert repo.export(tree_with(repo.root, "notes.txt"), tmp_path / "copy") == ["notes.txt"]
     assert (tmp_path / "copy" / "notes.txt").read_bytes() == b"hi\n"
+
+
+# -- matching and syncing the user's files ---------------------------------------------------
+
+
+def commit_files(root: Path, files: dict[str, str]) -> str:
+    """Write the files, commit everything, and return the new HEAD."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    return git(root, "rev-parse", "HEAD")
+
+
+@pytest.mark.parametrize("where", ["untracked", "staged", "none"])
+def test_a_file_where_the_commit_has_none_is_not_its_version(repo: Repo, where: str) -> None:
+    parent = commit_files(repo.root, {"a.txt": "a\n"})
+    if where != "none":  # the twin: nothing there, as in the commit
+        (repo.root / "new.txt").write_text("mine\n")
+    if where == "staged":
+        git(repo.root, "add", "new.txt")
+        (repo.root / "new.txt").unlink()
+    assert repo.matches("new.txt", [parent]) is (where == "none")
+
+
+@pytest.mark.parametrize("name", [":!b.py", "b.py"])
+def test_sync_takes_paths_as_names_never_as_patterns(repo: Repo, name: str) -> None:
+    # As a pathspec, `:!b.py` is every path but b.py: the user's a.py among them.
+    commit_files(repo.root, {"a.py": "p\n", name: "p\n"})
+    made = commit_files(repo.root, {name: "c\n"})
+    (repo.root / "a.py").write_text("mine\n")
+    (repo.root / name).write_text("p\n")
+    assert repo.sync(made, [name]) == []
+    assert (repo.root / name).read_text() == "c\n"
+    assert (repo.root / "a.py").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("mine", [True, False])
+def test_sync_leaves_a_folder_holding_the_users_files_where_a_file_goes(
+    repo: Repo, mine: bool
+) -> None:
+    parent = commit_files(repo.root, {"a/b": "b\n"})
+    git(repo.root, "rm", "-q", "a/b")
+    made = commit_files(repo.root, {"a": "a\n"})
+    git(repo.root, "reset", "-q", "--hard", parent)
+    if mine:  # the twin: only the commit's own file lies in the folder
+        (repo.root / "a/mine.txt").write_text("mine\n")
+    assert repo.sync(made, ["a", "a/b"]) == (["a"] if mine else [])
+    if mine:
+        assert (repo.root / "a/mine.txt").read_text() == "mine\n"
+        assert not (repo.root / "a/b").exists()
+    else:
+        assert (repo.root / "a").read_text() == "a\n"

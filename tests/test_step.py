@@ -442,3 +442,28 @@ def test_status_totals_the_cost_agents_reported(sample: Sample) -> None:
     assert sample.cli("run", "demo").returncode == 0
     assert orjson.loads(sample.cli("status", "demo", "--json").stdout)["cost_usd"] == 0.75
     assert "cost: $0.7500" in sample.cli("status", "demo").stdout
+
+
+def test_a_kill_after_task_completed_is_recorded_by_the_next_command(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert sample.cli("next", "demo").returncode == 0
+    res = sample.cli("next", "demo", env={"HARNESS_FAULT": "after:task_completed"})
+    assert res.returncode == -9
+    assert sample.names()[-1] == "task_completed"
+    unrecorded = sample.head()
+    assert sample.git("status", "--porcelain", "--", "ai/tasks/demo") != ""
+
+    res = sample.cli("next", "demo")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "task demo complete\n"
+    assert sample.names().count("task_completed") == 1
+    assert sample.git("rev-parse", "HEAD~1").strip() == unrecorded
+    assert sample.git("status", "--porcelain") == ""
+    log = sample.git("show", "HEAD:ai/tasks/demo/progress.ndjson").encode()
+    assert log == (sample.root / "ai/tasks/demo/progress.ndjson").read_bytes()
+    head = repo.trailers(sample.git("log", "-1", "--format=%B", "HEAD"))["Harness-Log-Head"]
+    assert head == line_hash(log.splitlines()[-1])
+    # The twin: once recorded, a further command has nothing to add.
+    assert sample.cli("next", "demo").stdout == "task demo complete\n"
+    assert sample.git("rev-parse", "HEAD~1").strip() == unrecorded

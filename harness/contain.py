@@ -90,10 +90,7 @@ class Containment:
             return folder
         marker.unlink(missing_ok=True)
         if held is not None and held["visible"] == visible and folder.is_dir():
-            changed = git.changed(tree, since=held["tree"])
-            _remove(folder, changed)
-            wanted = set(changed)
-            git.export(tree, folder, keep=lambda p: p in wanted and self.shown(p))
+            git.export(tree, folder, keep=self.shown, since=held["tree"])
         else:
             files.wipe(folder)
             git.export(tree, folder, keep=self.shown)
@@ -110,22 +107,3 @@ def _fresh(folder: Path) -> Path:
 def _held(view: Path) -> Path:
     """The marker naming what a worker's copy holds; beside it, out of the worker's sight."""
     return view.with_name(view.name + ".held")
-
-
-def _remove(folder: Path, paths: list[str]) -> None:
-    """Take `paths` out of a copy, and the folders they leave empty, so a file can become a
-    folder and a folder a file."""
-    for rel in paths:
-        target = folder / rel
-        if target.is_symlink() or target.is_file():
-            target.unlink()
-        elif target.is_dir():
-            files.wipe(target)
-    for rel in sorted(paths, key=lambda p: -p.count("/")):
-        parent = (folder / rel).parent
-        while parent != folder:
-            try:
-                parent.rmdir()
-            except OSError:
-                break
-            parent = parent.parent

@@ -38,6 +38,7 @@ _PREFIX = (
 _ENV = {"LC_ALL": "C", "TZ": "UTC", "GIT_TERMINAL_PROMPT": "0"}
 # Paths harness passes are names, never pathspecs: a file named `:!x` is not "all but x".
 _LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
+_GITLINK = "160000"  # a submodule's commit
 
 # An index entry (mode, object id); None where there is no file.
 Entry = tuple[str, str] | None
@@ -199,9 +200,8 @@ class Repo:
         found = out.split()
         return found[0] if found else None
 
-    def changed(self, commit: str, since: str | None = None) -> list[str]:
-        """Paths that differ between `since` (a commit's first parent unless given) and
-        `commit` (both ends of a rename)."""
+    def changed(self, commit: str) -> list[str]:
+        """Paths a commit changed against its first parent (both ends of a rename)."""
         out = self.git(
             "diff-tree",
             "--no-commit-id",
@@ -209,7 +209,7 @@ class Repo:
             "-r",
             "-z",
             "--no-renames",
-            since or f"{commit}^",
+            f"{commit}^",
             commit,
         )
         return sorted(filter(None, out.split("\0")))
@@ -224,34 +224,44 @@ class Repo:
     # -- scratch copies ----------------------------------------------------------------------
 
     def export(
-        self, tree: str, dest: Path, keep: Callable[[str], bool] = lambda _: True
-    ) -> list[str]:
+        self,
+        tree: str,
+        dest: Path,
+        keep: Callable[[str], bool] = lambda _: True,
+        since: str | None = None,
+    ) -> None:
         """Write the files of `tree` that `keep` accepts under `dest`, byte for byte from the
         object store: no filters, no checkout, no `.git`; a copy shares nothing with the
-        repository. Submodules become empty folders."""
+        repository. Submodules become empty folders.
+
+        With `since`, `dest` holds that tree's export (by the same `keep`): only the paths
+        that differ are removed and written again, so the cost is the change's, not the
+        tree's."""
         with ExitStack() as stack:
-            listing = self.spool(stack, "ls-tree", "-r", "-z", "--full-tree", tree).result()
+            if since is None:
+                listing = self.spool(stack, "ls-tree", "-r", "-z", "--full-tree", tree)
+                found = _listed(split(listing.result()))
+            else:
+                changes = self.spool(stack, "diff-tree", "-r", "-z", "--no-renames", since, tree)
+                found = _changed(split(changes.result()), dest)
             entries = []
-            for raw in split(listing):
-                meta, _, path = raw.partition(b"\t")
-                mode, kind, sha = meta.decode().split(" ")
-                name = path.decode("utf-8", "surrogateescape")
+            for mode, sha, name in found:
                 if not _plain_path(name):
                     raise Halted(f"commit {tree[:12]} holds a path git itself refuses: {name!r}")
                 if keep(name):
-                    entries.append((mode, kind, sha, name))
+                    entries.append((mode, sha, name))
             wanted = stack.enter_context(tempfile.TemporaryFile())
             wanted.write(
-                b"".join(f"{sha}\n".encode() for _, kind, sha, _ in entries if kind == "blob")
+                b"".join(f"{sha}\n".encode() for mode, sha, _ in entries if mode != _GITLINK)
             )
             wanted.seek(0)
             blobs = self.spool(stack, "cat-file", "--batch", stdin=wanted).result()
             dest.mkdir(parents=True, exist_ok=True)
             links = []
-            for mode, kind, _, name in entries:
+            for mode, _, name in entries:
                 target = dest / name
                 target.parent.mkdir(parents=True, exist_ok=True)
-                if kind != "blob":
+                if mode == _GITLINK:
                     target.mkdir(exist_ok=True)
                     continue
                 size = int(blobs.readline().split()[2])
@@ -266,7 +276,6 @@ class Repo:
             # Links last: no file is ever written through one.
             for target, points_to in links:
                 target.symlink_to(points_to)
-        return [name for _, kind, _, name in entries if kind == "blob"]
 
     def apply_tree(
         self, head: str, patches: Sequence[tuple[str, Path]], index: Path
@@ -536,6 +545,40 @@ def split(stream: IO[bytes], sep: bytes = b"\0") -> Iterator[bytes]:
         yield from parts
     if rest:
         yield rest
+
+
+def _listed(records: Iterator[bytes]) -> Iterator[tuple[str, str, str]]:
+    """(mode, object id, path) of each entry `ls-tree -r -z` lists."""
+    for raw in records:
+        meta, _, path = raw.partition(b"\t")
+        mode, _, sha = meta.decode().split(" ")
+        yield mode, sha, path.decode("utf-8", "surrogateescape")
+
+
+def _changed(records: Iterator[bytes], dest: Path) -> Iterator[tuple[str, str, str]]:
+    """(mode, object id, path) of each entry a raw `diff-tree -r -z` says is new or changed,
+    once every path it names is gone from `dest`, and the folders they leave empty: so a
+    file can become a folder and a folder a file."""
+    found = []
+    for meta in records:
+        path = next(records).decode("utf-8", "surrogateescape")
+        _, mode, _, sha, status = meta.decode().lstrip(":").split(" ")
+        found.append((mode, sha, path, status))
+    for _, _, path, _ in found:
+        target = dest / path
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            files.wipe(target)
+    for _, _, path, _ in sorted(found, key=lambda f: -f[2].count("/")):
+        parent = (dest / path).parent
+        while parent != dest:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+    return ((mode, sha, path) for mode, sha, path, status in found if status != "D")
 
 
 def _plain_path(name: str) -> bool:

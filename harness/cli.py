@@ -208,7 +208,8 @@ def cmd_plan_validate(args: argparse.Namespace) -> int:
     for sub in plan.subtasks:
         if registry.route(agents, sub.role, sub.agent) is None:
             problems.append(orchestrator.unroutable(sub))
-        _, why = tokens.select(known, sub.token, [*sub.write_scope, *sub.creates], now)
+        globs = [*sub.write_scope, *sub.creates]
+        _, why = tokens.select(known, sub.token, globs, now) if globs else (None, None)
         if why is not None:
             problems.append(f"subtask {sub.id}: {why}")
     for line in problems:

@@ -324,7 +324,12 @@ class Subtask:
             if task.recording is not None:
                 task.recording.move_to_base(task)
             ts, base = task.log.now(), task.git.head()
-            token_id = self.choose_token(ts)
+            token_id, why = self.choose_token(ts)
+            if why is not None:
+                # Refused before the call, with its reason in the log: a worker asked to
+                # write with no token could only have its diffs refused.
+                self.fail(why, "token")
+                return None
         hashes = task.git.blob_hashes(base, sub.inputs)
         missing = [p for p, h in hashes.items() if h is None]
         if missing:
@@ -348,16 +353,16 @@ class Subtask:
             epoch=state.epoch(task.events),
         )
 
-    def choose_token(self, ts: str) -> str | None:
-        found, why = tokens.select(
-            self.task.token_store(),
-            self.sub.token,
-            [*self.sub.write_scope, *self.sub.creates],
-            ts,
-        )
-        if self.sub.token is not None and why is not None:
-            raise Halted(f"subtask {self.sub.id}: {why}")
-        return found.id if found is not None and why is None else None
+    def choose_token(self, ts: str) -> tuple[str | None, str | None]:
+        """The write token for a new call, or why there is none; a subtask that writes
+        nothing (`"write_scope": "none"`) needs none."""
+        globs = [*self.sub.write_scope, *self.sub.creates]
+        if not globs:
+            return None, None
+        found, why = tokens.select(self.task.token_store(), self.sub.token, globs, ts)
+        if found is None or why is not None:
+            return None, f"subtask {self.sub.id}: {why}"
+        return found.id, None
 
     def previous_failure(self, att: state.Attempt) -> str | None:
         if att.number == 1:

@@ -63,7 +63,8 @@ def _subtask(s: dict[str, Any]) -> Subtask:
         goal=s["goal"],
         inputs=tuple(s["inputs"]),
         acceptance=tuple(s["acceptance"]),
-        write_scope=tuple(scope.as_list(s["write_scope"])),
+        # "none": the subtask writes nothing and needs no token (a reviewer, say).
+        write_scope=() if s["write_scope"] == "none" else tuple(scope.as_list(s["write_scope"])),
         depends_on=tuple(s.get("depends_on", [])),
         creates=tuple(s.get("creates", [])),
         agent=s.get("agent"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from harness import repo
 from harness.progress import GENESIS, line_hash
@@ -253,17 +254,40 @@ def test_envelope_is_two_lines_with_call_id_and_scope(sample: Sample) -> None:
     assert meta["exit_code"] == 0 and meta["outcome"] == {"status": "ok"}
 
 
-def test_no_token_means_write_scope_none_and_diffs_refused(sample: Sample) -> None:
+def test_no_usable_token_blocks_before_the_call(sample: Sample) -> None:
     sample.write_json("ai/agents/write_tokens.json", {"tokens": []})
     sample.write_plan([subtask("T1")])
     sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
     head = sample.head()
     res = sample.cli("next", "demo")
     assert res.returncode == 1
+    assert "subagent_invoked" not in sample.names()  # no worker was asked to write in vain
+    failed = next(e for e in sample.events() if e["event"] == "step_failed")
+    assert failed["error"] == "subtask T1: no usable token covers src/**"
+    assert failed["details"]["phase"] == "token"
+    assert sample.names()[-1] == "blocker_encountered"
+    status = sample.cli("status", "demo").stdout
+    assert "no usable token covers src/**" in status
+    assert sample.git("rev-parse", "HEAD~1").strip() == head  # only the record commit
+    assert sample.status_outside_ai() == ""
+
+
+@pytest.mark.parametrize("diffs", [True, False], ids=["diffs-refused", "twin"])
+def test_write_scope_none_needs_no_token_and_may_not_write(sample: Sample, diffs: bool) -> None:
+    sample.write_json("ai/agents/write_tokens.json", {"tokens": []})
+    sample.write_plan([subtask("T1", write_scope="none")])
+    patches = [("src/calc.py", calc_patch())] if diffs else []
+    sample.write_script([ok("T1", *patches)])
+    assert sample.cli("plan", "validate", "demo").returncode == 0
+    res = sample.cli("next", "demo")
     invoked = next(e for e in sample.events() if e["event"] == "subagent_invoked")
     assert invoked["details"]["token"] is None
-    assert "no write token" in sample.events()[-2]["error"]
-    assert sample.git("rev-parse", "HEAD~1").strip() == head  # only the record commit
+    if diffs:
+        assert res.returncode == 1
+        assert "no write token" in sample.events()[-2]["error"]
+    else:
+        assert res.returncode == 0, res.stderr
+        assert sample.names()[-1] == "step_completed"
     assert sample.status_outside_ai() == ""
 
 
@@ -293,7 +317,8 @@ def test_one_shot_token_is_spent_by_its_first_applied_diff(sample: Sample) -> No
     assert token["spent"]["task_id"] == "demo"
     res = sample.cli("next", "demo")
     assert res.returncode == 1
-    assert "no write token" in sample.events()[-2]["error"]
+    assert sample.events()[-2]["error"] == "subtask T2: no usable token covers src/**"
+    assert sample.names().count("subagent_invoked") == 1  # T2 was never called
 
 
 def test_expired_token_at_apply_is_refused(sample: Sample) -> None:

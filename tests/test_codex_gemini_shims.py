@@ -125,8 +125,8 @@ def test_codex_sandbox_follows_the_write_token(sample: Sample, tmp_path: Path) -
 
 def test_codex_without_a_token_is_read_only(sample: Sample, tmp_path: Path) -> None:
     use_agent(sample, "codex")
-    # No token covers lib/**, so the call goes out with write_scope none.
-    _, calls = run(sample, "codex", "ok", tmp_path / "log", write_scope="lib/**")
+    # A subtask that writes nothing goes out with write_scope none.
+    _, calls = run(sample, "codex", "ok", tmp_path / "log", write_scope="none")
     argv = calls[-1]["argv"]
     assert argv[argv.index("-s") + 1] == "read-only"
     invoked = next(e for e in sample.events() if e["event"] == "subagent_invoked")
@@ -137,7 +137,7 @@ def test_codex_without_a_token_is_read_only(sample: Sample, tmp_path: Path) -> N
 
 def test_gemini_without_a_token_plans(sample: Sample, tmp_path: Path) -> None:
     use_agent(sample, "gemini")
-    _, calls = run(sample, "gemini", "ok", tmp_path / "log", write_scope="lib/**")
+    _, calls = run(sample, "gemini", "ok", tmp_path / "log", write_scope="none")
     argv = calls[-1]["argv"]
     assert argv[argv.index("--approval-mode") + 1] == "plan"
 

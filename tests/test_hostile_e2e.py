@@ -154,11 +154,14 @@ def test_hostile_diff_is_refused_with_nothing_written(tmp_path: Path, case: Case
         # Entries that are not even well-typed die earlier, at the output schema.
         kind = next(e for e in events if e["event"] == "subagent_failed")["details"]["kind"]
         assert kind == "format"
+    elif "token_paths" in case.overrides and failed["details"]["phase"] == "token":
+        # A token that does not cover the scope is never chosen: the step fails before any
+        # worker is called.
+        assert "no usable token covers" in failed["error"]
+        assert "subagent_invoked" not in names
     elif case.stage == "gate":
         assert failed["details"]["phase"] == "gate"
-        # A token that does not cover the scope is never chosen, so the call carries none.
-        tokenless = "token_paths" in case.overrides and "no write token" in failed["error"]
-        assert case.reason in failed["error"] or tokenless
+        assert case.reason in failed["error"]
     else:
         assert failed["details"]["phase"] == "apply"
     # The branch gained only the record of the refusal: no change outside ai/.

@@ -1,8 +1,9 @@
-"""Small builders the pure tests share: subtasks, plans, and hypothesis settings."""
+"""Small builders tests share: subtasks, plans, hypothesis settings, a plain git runner."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -56,3 +57,14 @@ class Waiting:
         self.writer.join(5)
         os.close(reader)
         assert not self.writer.is_alive()
+
+
+def git(root: Path, *args: str) -> str:
+    """git in `root` with a throw-away identity; its output, stripped."""
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import demo
+from harness import demo, sandbox
 
 CLOCK = "2026-01-01T00:00:00Z"
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,3 +189,12 @@ def completed_demo(where: Path) -> Sample:
 @pytest.fixture
 def sample(tmp_path: Path) -> Sample:
     return scripted(tmp_path)
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> sandbox.Box:
+    """An empty work folder and home in a sandbox that hides the test's own folder."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    return sandbox.Box(work, home, hide=(tmp_path,))

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from .builders import git
 from .conftest import ROOT
 
 WORKFLOW = ROOT / "docs" / "ci-replay.yml"
@@ -58,16 +59,6 @@ def test_doc_shows_the_same_workflow_and_readme_links_it() -> None:
     block = re.search(r"```yaml\n(.*?)```", doc, re.S)
     assert block is not None and block.group(1) == WORKFLOW.read_text("utf-8")
     assert "(docs/ci-replay.md)" in (ROOT / "README.md").read_text("utf-8")
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
 
 
 def write(root: Path, files: dict[str, str]) -> None:

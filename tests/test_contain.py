@@ -3,7 +3,6 @@ exactly the visible files of the base it names."""
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,15 +13,7 @@ from harness.contain import Containment
 from harness.layout import Layout
 from harness.repo import Repo
 
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+from .builders import git
 
 
 def commit(root: Path, files: dict[str, str | None], links: dict[str, str] | None = None) -> str:

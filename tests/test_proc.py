@@ -379,14 +379,6 @@ def test_a_daemon_outside_the_group_holding_stdout_cannot_hang_the_call(
     assert out.read_bytes() == _lines(b"x", CAP)
 
 
-@pytest.fixture
-def box(tmp_path: Path) -> sandbox.Box:
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
-    return sandbox.Box(work, home, hide=(tmp_path,))
-
-
 @pytest.mark.parametrize("tail", ["", "; setsid yes & exit 0"], ids=["command", "daemon"])
 def test_a_flood_in_the_sandbox_is_cut_at_the_cap(box: sandbox.Box, tail: str) -> None:
     out, err = box.work.parent / "out", box.work.parent / "err"

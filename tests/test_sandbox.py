@@ -11,14 +11,6 @@ from harness import proc, sandbox
 from harness.errors import Halted
 
 
-@pytest.fixture
-def box(tmp_path: Path) -> sandbox.Box:
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
-    return sandbox.Box(work, home, hide=(tmp_path,))
-
-
 def sh(box: sandbox.Box, command: str, **kw: float) -> tuple[proc.Result, str]:
     out = box.work.parent / "out"
     res = proc.shell(

@@ -3,6 +3,15 @@
 One way: the agent files are read, never written. Each becomes a registry entry launched
 through the matching shim, with its body stored as a persona under ai/agents/personas/.
 Re-importing replaces only entries an earlier import of the same source made.
+
+An entry runs as itself: its args give the shim `--agent-id <id>`, so the answer names the
+registry entry harness called (a shim otherwise answers as `claude` or `gemini`, which
+harness refuses as another agent's). Its one capability is its own name, and a plan uses
+that name as the role: with no ai/roles/<name>.md and no brief shipped for it, the persona
+is the role's brief. It may be, being a person's text from the repository, kept where no
+worker's diff may write (ai/); a worker's text is only ever quoted as data, never a brief.
+Routed under a role that has a brief (`"agent": "<name>"` on a review subtask, say), the
+persona follows that brief.
 """
 
 from __future__ import annotations
@@ -91,6 +100,7 @@ def run(root: Path, source: str, now: str) -> list[str]:
                 "id": item.id,
                 "cmd": f"ai/agents/bin/{source}-cli",
                 "version": ">=0.1",
+                "args": ["--agent-id", item.id],
                 "capabilities": [item.id],
                 "env": list(SHIMS[source][1]),
                 "persona": persona,

@@ -140,8 +140,13 @@ def route(agents: list[Agent], role: str, agent_id: str | None) -> Agent | None:
 
 
 def probe(agent: Agent, root: Path, env: dict[str, str], box: sandbox.Box | None) -> str:
-    """Run `cmd --version` (in its sandbox) and check it against the range; return the
-    version seen."""
+    """Run `cmd --version` (in its sandbox) and check what it reports against the range;
+    return the version seen, which each call's exchange records as `agent_version`.
+
+    A shim reports the version of the agent CLI it drives first (`claude 2.1.330 via
+    claude-cli 0.1.0`): the range is about that CLI, as in seed 004's `">=2.0.34"`, never
+    about the shim. A shim whose CLI is missing or names no version exits non-zero.
+    """
     exe = agent.executable(root)
     if not exe.is_file():
         raise Halted(f"agent {agent.id}: {agent.cmd} not found")
@@ -150,15 +155,25 @@ def probe(agent: Agent, root: Path, env: dict[str, str], box: sandbox.Box | None
     if code != 0:
         tail = (err or out).strip().splitlines()[-1:] or [f"exit {code}"]
         raise Halted(f"agent {agent.id}: `{agent.cmd} --version` failed: {tail[0]}")
-    found = _VERSION.search(out)
+    return check_version(agent, out)
+
+
+def version_in(text: str) -> Version | None:
+    """The first version number in `text`, or None."""
+    found = _VERSION.search(text)
     try:
-        version = Version(found.group(0)) if found else None
+        return Version(found.group(0)) if found else None
     except InvalidVersion:
-        version = None
+        return None
+
+
+def check_version(agent: Agent, out: str) -> str:
+    """The first version in a `--version` output, if the agent's range holds it; else a
+    one-line Halted."""
+    version = version_in(out)
     if version is None:
-        raise Halted(f"agent {agent.id}: no version in `--version` output {out.strip()[:80]!r}")
+        shown = out.strip()[:80]
+        raise Halted(f"agent {agent.id}: no version in `--version` output {shown!r}")
     if version not in SpecifierSet(agent.version, prereleases=True):
         raise Halted(f"agent {agent.id}: version {version} outside {agent.version}")
-    if "not found on PATH" in out:  # a shim whose CLI is missing says so in its version
-        raise Halted(f"agent {agent.id}: {out.strip()}")
     return str(version)

@@ -287,7 +287,8 @@ def test_version_names_the_cli(log: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 0
-    assert done.stdout.startswith("claude-cli 0.1.0 (claude 2.1.330 (Claude Code))")
+    # The CLI's version first: the registry's range is about Claude Code, not the shim.
+    assert done.stdout == "claude 2.1.330 via claude-cli 0.1.0\n"
 
 
 # -- provenance ------------------------------------------------------------------------------

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import orjson
 
 from harness.registry import Agent
 
-from .conftest import Sample
+from .conftest import Sample, subtask
 
 REVIEWER = """---
 name: code-reviewer
@@ -41,6 +42,7 @@ def test_import_adds_entries_and_personas_and_reimport_touches_only_its_own(
     assert agents[: len(original)] == original  # the user's entries stay as they were
     entry = agents[-1]
     assert entry["id"] == "code-reviewer" and entry["cmd"] == "ai/agents/bin/claude-cli"
+    assert entry["args"] == ["--agent-id", "code-reviewer"]  # the shim answers as this entry
     assert entry["source"] == {
         "from": "claude",
         "file": ".claude/agents/reviewer.md",
@@ -98,3 +100,37 @@ def test_a_persona_is_passed_to_the_launcher() -> None:
         "/repo/ai/agents/personas/a.md",
     ]
     assert orjson.dumps(agent.args) == b'["--k"]'
+
+
+# -- an imported agent runs (issue 10, item 2) -----------------------------------------------
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+SECURITY = """---
+name: security-reviewer
+description: Looks for injection and unsafe input handling
+---
+You are a security reviewer. Report every unchecked input.
+"""
+
+
+def test_an_imported_agent_answers_as_itself_with_its_persona_as_the_brief(
+    sample: Sample,
+) -> None:
+    """The persona's name is a role with no brief of its own: the persona, a person's text,
+    is its brief, and the claude shim answers as the registry entry, not as `claude`."""
+    write_agent(sample, "claude", "security.md", SECURITY)
+    assert sample.cli("agents", "import", "--from", "claude").returncode == 0
+    sample.write_plan([subtask("T1", role="security-reviewer", write_scope="none")])
+    env = {"PATH": f"{FAKES}:{os.environ['PATH']}"}
+    res = sample.cli("next", "demo", env=env)
+    assert res.returncode == 0, res.stderr
+    assert sample.names()[-1] == "step_completed"
+    (invoked,) = [e for e in sample.events() if e["event"] == "subagent_invoked"]
+    assert invoked["details"]["subagent"] == "security-reviewer"
+    folder = sample.root / "ai/exchanges/demo" / invoked["details"]["call_id"]
+    line = orjson.loads((folder / "stdout.ndjson").read_bytes())
+    assert line["status"] == "ok" and line["agent_id"] == "security-reviewer"
+    prompt = line["result"]["prompt"]
+    assert '<<<brief "persona" from person id ' in prompt
+    assert "You are a security reviewer. Report every unchecked input." in prompt
+    assert prompt.count("You are a security reviewer.") == 1  # the brief, not brief + persona

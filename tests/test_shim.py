@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -88,3 +89,71 @@ def test_briefs_and_personas_say_where_they_came_from(tmp_path: Path) -> None:
     assert '<<<persona "persona" from person id ' in local
     shipped = shim.role_brief("localized-impl", tmp_path, shim.Launch())
     assert shipped.startswith('<<<brief "localized-impl" from harness id ')
+
+
+def test_a_persona_is_the_brief_of_a_role_that_has_none(tmp_path: Path) -> None:
+    launch = shim.Launch(persona="You are a security reviewer.\n")
+    brief = shim.role_brief("security-reviewer", tmp_path, launch)
+    assert brief.startswith('<<<brief "persona" from person id ')
+    assert brief.count("You are a security reviewer.") == 1
+    shipped = shim.role_brief("review", tmp_path, launch)  # a role with a brief keeps it
+    assert shipped.startswith('<<<brief "review" from harness id ')
+    assert '<<<persona "persona" from person id ' in shipped
+    with pytest.raises(shim.ShimError, match="no role brief for 'security-reviewer'"):
+        shim.role_brief("security-reviewer", tmp_path, shim.Launch())
+
+
+def test_the_agent_id_on_the_command_line_names_the_answer() -> None:
+    args = ["--agent-id", "security-reviewer", "--allow-command", "pytest -q"]
+    assert shim.parse_launch(args).agent_id == "security-reviewer"
+    assert shim.identity(args, "claude") == "security-reviewer"
+    assert shim.identity(["--yolo", "x", "--agent-id", "sec"], "claude") == "sec"
+    assert shim.identity([], "claude") == "claude"
+    for bad in ("", "-x", "a/b", "x" * 65):
+        assert shim.identity(["--agent-id", bad], "claude") == "claude"
+        with pytest.raises(shim.ShimError, match="not a registry id"):
+            shim.parse_launch(["--agent-id", bad])
+
+
+def test_an_unusable_launch_is_reported_under_the_agent_id(
+    monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    monkeypatch.setattr("signal.signal", lambda *_: None)  # keep pytest's own SIGTERM handler
+    code = shim.main("claude", _unused, lambda: "", ["--agent-id", "sec", "--yolo", "x"])
+    line = orjson.loads(capsysbinary.readouterr().out)
+    assert code == 2 and line["agent_id"] == "sec"
+    assert "usage" in line["error"]["message"]
+
+
+def _unused(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
+    raise AssertionError("the launch was refused: no work is done")
+
+
+def _fake_cli(folder: Path, name: str, script: str) -> None:
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ('echo "2.1.330 (Claude Code)"', "claude 2.1.330 via claude-cli 0.1.0"),
+        ('echo "2.0.1 (Claude Code)"; echo "9.9.9 on the second line"', "claude 2.0.1 via"),
+        ("echo 'Claude Code'", "claude --version gave no version (exit 0): 'Claude Code'"),
+        ("echo 2.1.330; exit 3", "claude --version gave no version (exit 3)"),
+        (None, "claude not found on PATH"),
+    ],
+)
+def test_cli_version_reports_the_clis_version_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str | None, expected: str
+) -> None:
+    if script is not None:
+        _fake_cli(tmp_path / "bin", "claude", script)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    try:
+        got = shim.cli_version("claude", "claude-cli 0.1.0")
+    except shim.ShimError as exc:
+        got = str(exc)
+    assert got.startswith(expected)

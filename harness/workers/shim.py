@@ -2,7 +2,9 @@
 
 A shim reads the two envelope lines, copies the visible files of its working directory (a
 scratch worktree of the base commit) into a throw-away git sandbox, lets the CLI work there,
-computes the diffs itself with git, and prints exactly one result line.
+computes the diffs itself with git, and prints exactly one result line, naming the registry
+id it runs as (`--agent-id`, else the shim's own name). Its `--version` reports the version
+of the CLI it drives, which is what a registry range is about.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from harness import errors, proc, schemas, scope
+from harness import errors, proc, registry, schemas, scope
 
 EXIT = {"ok": 0, "retryable": 1, "hard": 2}
 ANSWER_FIELDS = ("plan", "risks", "notes", "metrics", "artifacts")
@@ -174,27 +176,37 @@ def _files(source: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class Launch:
-    """What the registry put on the shim's command line: an imported agent's persona, and the
-    shell commands the agent may run (none unless the registry lists them)."""
+    """What the registry put on the shim's command line: an imported agent's persona, the
+    shell commands the agent may run (none unless the registry lists them), and the registry
+    id it runs as when that is not the shim's own name."""
 
     persona: str = ""
     commands: tuple[str, ...] = ()
+    agent_id: str = ""
 
 
 # A command the registry allows is a program name and fixed leading words: no shell syntax,
 # so a prefix rule like `Bash(pytest:*)` cannot be widened by what the entry itself contains.
 COMMAND = re.compile(r"[A-Za-z0-9_.+/=-]+(?: [A-Za-z0-9_.+/=:-]+)*")
+# A registry id, as schemas/common.schema.json has it: the answer line must carry one.
+AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+USAGE = "usage: [--agent-id ID] [--persona FILE] [--allow-command CMD]..."
 
 
 def parse_launch(args: list[str]) -> Launch:
-    """`--persona FILE` and `--allow-command CMD` (any number of times), nothing else."""
-    persona, commands = "", []
+    """`--agent-id ID`, `--persona FILE` and `--allow-command CMD` (any number of times),
+    nothing else."""
+    persona, commands, agent_id = "", [], ""
     rest = list(args)
     while rest:
         flag, value = rest.pop(0), (rest.pop(0) if rest else None)
-        if value is None or flag not in ("--persona", "--allow-command"):
-            raise ShimError(f"usage: [--persona FILE] [--allow-command CMD]... (got {flag!r})")
-        if flag == "--persona":
+        if value is None or flag not in ("--agent-id", "--persona", "--allow-command"):
+            raise ShimError(f"{USAGE} (got {flag!r})")
+        if flag == "--agent-id":
+            if not AGENT_ID.fullmatch(value):
+                raise ShimError(f"--agent-id {value!r}: not a registry id")
+            agent_id = value
+        elif flag == "--persona":
             try:
                 persona = Path(value).read_text("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
@@ -203,7 +215,16 @@ def parse_launch(args: list[str]) -> Launch:
             commands.append(value)
         else:
             raise ShimError(f"--allow-command {value!r}: only plain words, no shell syntax")
-    return Launch(persona, tuple(commands))
+    return Launch(persona, tuple(commands), agent_id)
+
+
+def identity(args: list[str], default: str) -> str:
+    """The id to answer as: the last valid `--agent-id` on the command line, else the shim's
+    own name. Read apart from parse_launch so that a launch refused for another flag still
+    reports its error under the id harness expects, rather than as a mismatched agent."""
+    # Paired as parse_launch pairs them: flag, value, flag, value.
+    named = [v for f, v in zip(args[::2], args[1::2], strict=False) if f == "--agent-id"]
+    return next((v for v in reversed(named) if AGENT_ID.fullmatch(v)), default)
 
 
 # Shell syntax that could chain, substitute or redirect past an allowed prefix.
@@ -235,7 +256,14 @@ def allowed_command(command: str, launch: Launch) -> bool:
 
 def role_brief(role: str, repo: Path, launch: Launch) -> str:
     """ai/roles/<role>.md of the repository, else the brief harness ships for the role; an
-    imported agent's persona follows it. Each is fenced and says where it came from."""
+    imported agent's persona follows it. A role with neither (an imported agent's own name,
+    its one capability) has the persona as its brief. Each is fenced and says where it came
+    from.
+
+    A persona may serve as a brief because it is a person's text: imported from the
+    repository's agent files into ai/agents/personas/, where no worker's diff may write.
+    A worker's text (a dependency's artifact, a retry's reason) is never a brief, only a blob
+    quoted as data."""
     persona = fence("persona", "persona", "person", launch.persona) if launch.persona else ""
     local = repo / "ai" / "roles" / f"{role}.md"
     if local.is_file():
@@ -245,6 +273,8 @@ def role_brief(role: str, repo: Path, launch: Launch) -> str:
     shipped = resources.files("harness.workers") / "roles" / f"{role}.md"
     if shipped.is_file():
         return fence("brief", role, "harness", shipped.read_text("utf-8")) + persona
+    if launch.persona:
+        return fence("brief", "persona", "person", launch.persona)
     raise ShimError(f"no role brief for {role!r} (add ai/roles/{role}.md)")
 
 
@@ -372,8 +402,13 @@ def main(
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, _stopped)
     if args == ["--version"]:
-        print(version())
+        try:
+            print(version())
+        except ShimError as exc:
+            print(exc, file=sys.stderr)
+            return 1
         return 0
+    agent_id = identity(args, agent_id)
     env: Envelope | None = None
     box: Sandbox | None = None
     try:
@@ -447,17 +482,28 @@ def run_cli(argv: list[str], env: Envelope, box: Sandbox, prompt: str) -> Ran:
 
 
 def cli_version(program: str, shim_version: str) -> str:
-    """`<shim> <version> (<program> <its version>)`, or a note that it is missing."""
+    """`<program> <its version> via <shim> <version>`, the CLI's version first: a registry
+    range is about the agent CLI the shim drives (seed 004's claude `">=2.0.34"`), so the
+    probe holds the first version it reads against it. A CLI missing from PATH, failing,
+    or naming no version is a ShimError, which fails the probe whatever the range."""
     found = shutil.which(program)
     if found is None:
-        return f"{shim_version} ({program} not found on PATH)"
-    done = subprocess.run(
-        [found, "--version"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    first = (done.stdout.strip().splitlines() or ["unknown"])[0]
-    return f"{shim_version} ({program} {first})"
+        raise ShimError(f"{program} not found on PATH")
+    try:
+        done = subprocess.run(
+            [found, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=20,  # below the probe's own 30 s, so the shim still says what hung
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ShimError(f"{program} --version: {exc.__class__.__name__}") from None
+    first = (done.stdout.strip().splitlines() or [""])[0]
+    version = registry.version_in(first)
+    if done.returncode != 0 or version is None:
+        raise ShimError(
+            f"{program} --version gave no version (exit {done.returncode}): {first[:80]!r}"
+        )
+    return f"{program} {version} via {shim_version}"

@@ -6,15 +6,15 @@ is a function of the commit alone: the same commit gives the same bytes on any m
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from . import __version__, repo, schemas, state
+from . import __version__, progress, protocol, repo, schemas
 from .errors import InvalidInput
 from .layout import Layout
-from .progress import line_hash
 
 STATEMENT = "https://in-toto.io/Statement/v1"
 PREDICATE = "https://slsa.dev/provenance/v1"
@@ -77,7 +77,7 @@ class _Commit:
 def _statement(at: _Commit, task_id: str) -> dict[str, Any]:
     layout = at.layout
     log_rel = at.rel(layout.log(task_id))
-    events, head = _log(at, log_rel)
+    events, head, model = _log(at, log_rel, task_id)
     exchanges_rel = at.rel(layout.exchanges(task_id))
     # meta.json holds the sha256 of every other file of its exchange: its digest pins them all.
     metas = {
@@ -138,7 +138,7 @@ def _statement(at: _Commit, task_id: str) -> dict[str, Any]:
                 "internalParameters": {
                     "files": config,
                     "log_head": head,
-                    "uncontained_events": state.uncontained(events),
+                    "uncontained_events": model.uncontained,
                 },
                 "resolvedDependencies": dependencies,
             },
@@ -155,20 +155,15 @@ def _statement(at: _Commit, task_id: str) -> dict[str, Any]:
     }
 
 
-def _log(at: _Commit, rel: str) -> tuple[list[dict[str, Any]], str]:
-    """The events of the log in the commit, and its head (the hash of its last line)."""
-    lines = at.text(rel).encode().splitlines()
-    events = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            raise InvalidInput(f"{rel}:{number} at {at.sha[:12]}: invalid JSON") from None
-        schemas.validate("progress-event", event, f"{rel}:{number} at {at.sha[:12]}")
-        events.append(event)
-    if not events:
+def _log(at: _Commit, rel: str, task_id: str) -> tuple[list[dict[str, Any]], str, protocol.Model]:
+    """The events of the log in the commit, its head (the hash of its last line) and what
+    the protocol makes of it; a log harness could not have written is refused."""
+    model = protocol.Model()
+    lines = io.BytesIO(at.text(rel).encode())
+    read = list(progress.read(lines, task_id, model, f"{rel} at {at.sha[:12]}"))
+    if not read:
         raise InvalidInput(f"{rel} at {at.sha[:12]}: the log is empty")
-    return events, line_hash(lines[-1])
+    return [ln.event for ln in read if ln.event is not None], read[-1].digest, model
 
 
 def _agents(at: _Commit, metas: dict[str, tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:

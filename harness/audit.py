@@ -19,21 +19,20 @@ import os
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
-from functools import partial
 from typing import IO, Any
 
 import fastjsonschema
 import ijson
 import orjson
 
-from . import exchanges, repo, schemas, scope, state, tokens
+from . import exchanges, files, progress, protocol, repo, schemas, scope, tokens
 from .errors import InvalidInput
 from .layout import Layout
 from .printable import printable
-from .progress import GENESIS
+from .protocol import short
 
 _Event = dict[str, Any]
 
@@ -41,8 +40,6 @@ _Event = dict[str, Any]
 # early must not bury the other findings under thousands of lines.
 _CAP = 20
 _SHORT = 12
-_CHECK_PASSED = frozenset({"build_succeeded", "test_passed", "phase_completed"})
-_CHECK_FAILED = frozenset({"build_failed", "test_failed", "acceptance_failed"})
 _REGULAR = (b"100644", b"100755")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _NO_DETAILS: dict[str, Any] = {}
@@ -75,14 +72,6 @@ def audit(layout: Layout, task_id: str) -> Report:
     return _Audit(layout, task_id).run()
 
 
-def _short(value: object) -> str:
-    return value[:_SHORT] if isinstance(value, str) else repr(value)
-
-
-def _schema_problem(event: object) -> str:
-    return f"not a progress event: {schemas.problem('progress-event', event)}"
-
-
 class _Findings:
     def __init__(self) -> None:
         self.shown: list[Finding] = []
@@ -104,41 +93,6 @@ class _Findings:
             if n > _CAP
         ]
         return shown + more
-
-
-class _Step:
-    """One subtask since the last blocker_resolved, and its attempt in progress."""
-
-    __slots__ = (
-        "applied",
-        "attempt",
-        "call",
-        "failed_at",
-        "failure",
-        "invoked_at",
-        "last",
-        "open",
-        "retryable",
-        "succeeded",
-        "token",
-    )
-
-    def __init__(self) -> None:
-        self.attempt = 1
-        self.last = ""  # the subtask's previous event in this epoch
-        self.failed_at: int | None = None  # its step_failed
-        self.fresh()
-
-    def fresh(self) -> None:
-        """A new attempt: nothing invoked yet."""
-        self.call: str | None = None
-        self.token: object = None
-        self.open = False
-        self.invoked_at = -1
-        self.succeeded = False
-        self.failure: str | None = None
-        self.retryable = False
-        self.applied: object = None
 
 
 class _Commits:
@@ -244,29 +198,13 @@ class _Audit:
         )
         # Subtask id -> the globs its token must cover; None when the plan is unreadable.
         self.scopes: dict[str, tuple[str, ...]] | None = None
+        self.needs: dict[str, tuple[str, ...]] | None = None  # subtask id -> its depends_on
         self.tokens: dict[str, tokens.Token] | None = None
+        self.past_tokens: dict[str, tokens.Token] | None = None  # read on a first miss
         self.covered: dict[tuple[str, tuple[str, ...]], bool] = {}
         self.shots: dict[str, tuple[int, str, str]] = {}  # one-shot token: seq, call, commit
-        self.done: dict[str, int] = {}  # subtask -> its step_completed
-        self.active: dict[str, _Step] = {}
-        # call_id -> its subagent_invoked and its outcome in the log ("ok", the failure's
-        # kind, or "" while none): one small entry per call, checked with the exchanges.
-        self.calls: dict[str, tuple[int, str]] = {}
-        self.blocked_at: int | None = None
-        self.completed_at: int | None = None
-        self.started_at: int | None = None
+        self.model = protocol.Model()
         self.events = 0
-        self.handlers: dict[str, Callable[[int, _Event, str, _Step, dict[str, Any]], None]] = {
-            "subagent_invoked": self.invoked,
-            "subagent_succeeded": self.outcome,
-            "subagent_failed": self.outcome,
-            "subagent_retried": self.retried,
-            "subagent_diffs_applied": self.applied,
-            "step_completed": self.step_completed,
-            "step_failed": self.step_failed,
-            **dict.fromkeys(_CHECK_PASSED, self.check_passed),
-            **dict.fromkeys(_CHECK_FAILED, self.check_failed),
-        }
 
     def run(self) -> Report:
         try:
@@ -277,7 +215,7 @@ class _Audit:
     def check(self) -> Report:
         code, out, _ = self.git.try_git("rev-parse", "--verify", "-q", "HEAD^{commit}")
         head = out.strip() if code == 0 else None
-        anchor, anchor_head = self.anchor(head)
+        anchor, recorded = self.anchor(head)
         with ExitStack() as stack:
             diff = untracked = blobs = None
             if anchor is not None:
@@ -290,13 +228,14 @@ class _Audit:
             self.commits.start(stack, self.task_id, head)
             self.read_plan()
             self.read_tokens()
-            anchored = self.read_log(anchor_head)
-            if anchor_head is not None and anchored is None:
+            # Every commit of the task names a line of the log, not only the last one: a log
+            # cut and then appended to by a later run is still caught.
+            for log_head in sorted(recorded.keys() - self.read_log(recorded.keys())):
                 self.add(
                     "record",
                     None,
-                    f"log head {anchor_head[:_SHORT]} recorded by commit {_short(anchor)} is no "
-                    "line of the log: it was truncated or rewritten",
+                    f"log head {log_head[:_SHORT]} recorded by commit {short(recorded[log_head])} "
+                    "is no line of the log: it was truncated or rewritten",
                 )
             dirty: set[str] = set()
             if diff is not None and untracked is not None and blobs is not None:
@@ -307,29 +246,30 @@ class _Audit:
                 folder = self.layout.exchanges(self.task_id)
                 dirty = set(os.listdir(folder)) if folder.is_dir() else set()
             self.exchanges_on_disk(dirty)
-        for call, (seq, _) in sorted(self.calls.items(), key=lambda kv: kv[1][0]):
+        for call, (seq, _) in sorted(self.model.calls.items(), key=lambda kv: kv[1][0]):
             self.add("exchange", seq, f"exchange {call[:_SHORT]} is missing")
         self.check_spent()
         return Report(self.task_id, self.events, self.found.result())
 
     # -- the last harness commit -------------------------------------------------------------
 
-    def anchor(self, head: str | None) -> tuple[str | None, str | None]:
-        """The latest commit on HEAD carrying `Harness-Task: <task>`, and its log head."""
+    def anchor(self, head: str | None) -> tuple[str | None, dict[str, str]]:
+        """The latest commit on HEAD carrying `Harness-Task: <task>`, and every such commit's
+        log head (each must be a line of the log), with the commit that recorded it."""
         if head is None:
             if self.layout.log(self.task_id).exists():
                 self.add("record", None, "the repository has no commits")
-            return None, None
-        last = self.git.last_task_commit(self.task_id, head)
-        if last is None:
+            return None, {}
+        commits = self.git.task_commits(self.task_id, head)
+        if not commits:
             if self.layout.log(self.task_id).exists():  # a task never run has no record yet
                 self.add("record", None, f"no commit on HEAD carries Harness-Task: {self.task_id}")
-            return None, None
-        sha, found = last
-        log_head = found.get("Harness-Log-Head")
-        if log_head is None:
+            return None, {}
+        sha, found = commits[0]
+        if "Harness-Log-Head" not in found:
             self.add("record", None, f"commit {sha[:_SHORT]} carries no Harness-Log-Head")
-        return sha, log_head
+        heads = {t["Harness-Log-Head"]: c for c, t in reversed(commits) if "Harness-Log-Head" in t}
+        return sha, heads
 
     def differences(self, anchor: str, spool: repo.Spool, how: str) -> set[str]:
         """Report the files git listed as differing from the last harness commit; return
@@ -354,6 +294,7 @@ class _Audit:
         item = schemas.fast_validator("plan", "/properties/subtasks/items")
         head: dict[str, Any] = {}
         scopes: dict[str, tuple[str, ...]] = {}
+        needs: dict[str, tuple[str, ...]] = {}
         shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct scope
         first: list[Any] = []
         try:
@@ -368,6 +309,7 @@ class _Audit:
                         return
                     globs = (*scope.as_list(value["write_scope"]), *value.get("creates", ()))
                     scopes[value["id"]] = shared.setdefault(globs, globs)
+                    needs[value["id"]] = tuple(value.get("depends_on", ()))
                     first = first or [value]
         except fastjsonschema.JsonSchemaValueException as exc:
             self.add("plan", None, f"{label}: {exc.message}")
@@ -384,7 +326,7 @@ class _Audit:
         elif head["task_id"] != self.task_id:
             self.add("plan", None, f"{label}: $.task_id: {head['task_id']!r} is not this task")
         else:
-            self.scopes = scopes
+            self.scopes, self.needs = scopes, needs
 
     def read_tokens(self) -> None:
         try:
@@ -396,199 +338,53 @@ class _Audit:
 
     # -- the log -----------------------------------------------------------------------------
 
-    def read_log(self, anchor_head: str | None) -> int | None:
-        """Check every line; return the line whose hash is the recorded log head, if any."""
-        path = self.layout.log(self.task_id)
-        if not path.exists():
-            return None
-        loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
-        sha256, validate = hashlib.sha256, schemas.fast_validator("progress-event")
-        invalid = fastjsonschema.JsonSchemaException
-        add, task_id, dispatch = self.add, self.task_id, self.dispatch
-        prev, expected, anchored, index = GENESIS, 0, None, -1
-        with path.open("rb") as fh:
-            for index, raw in enumerate(fh):
-                if raw.endswith(b"\n"):
-                    line = raw[:-1]
-                else:
-                    line = raw
-                    add("line", index, "the last line has no newline: an interrupted write")
-                digest = sha256(line).hexdigest()
-                if digest == anchor_head:
-                    anchored = index
-                try:
-                    event = loads(line)
-                    validate(event)
-                except orjson.JSONDecodeError:
-                    add("line", index, "not JSON")
-                    prev, expected = digest, expected + 1  # as if it held the next seq
-                    continue
-                except invalid:
-                    add("line", index, partial(_schema_problem, event))
-                    prev, expected = digest, expected + 1
-                    continue
-                if dumps(event, option=sort) != line:
-                    add("line", index, "not canonical: harness writes sorted keys, no spaces")
-                seq = event["seq"]
-                if seq != expected:
-                    add("chain", index, f"seq is {seq}, expected {expected}")
-                expected = seq + 1  # resynchronised, so that one gap is one finding
-                if event["prev"] != prev:
-                    what = f"line {index - 1}" if index else "the genesis hash"
-                    add("chain", index, f"prev does not match the hash of {what}")
-                if event["task_id"] != task_id:
-                    add("line", index, f"task_id is {event['task_id']!r}, not {task_id!r}")
-                dispatch(index, event)
-                prev = digest
+    def read_log(self, heads: Collection[str]) -> set[str]:
+        """Check every line; return those of `heads` (recorded log heads) that are lines."""
+        found = files.open_regular(
+            self.layout.log(self.task_id), f"{self.tasks_dir}/progress.ndjson"
+        )
+        if found is None:
+            return set()
+        model = self.model = protocol.Model(self.needs)
+        add, index = self.add, -1
+        anchored: set[str] = set()
+        with found as fh:
+            for line in progress.read(fh, self.task_id, model):
+                index = line.index
+                if line.digest in heads:
+                    anchored.add(line.digest)
+                for problem in line.problems:
+                    at = index if problem.at is None else problem.at
+                    add(problem.kind, at, problem.reason)
+                if line.event is not None:
+                    self.records(index, line.event)
         self.events = index + 1
-        for step, st in sorted(self.active.items()):
-            if st.open:
-                self.add("order", st.invoked_at, f"call {_short(st.call)} of {step} has no outcome")
+        for step, att in model.unanswered():
+            add(
+                "order",
+                model.invoked_at(att),
+                f"call {short(att.call_id)} of {step} has no outcome",
+            )
         return anchored
 
-    def dispatch(self, i: int, ev: _Event) -> None:
-        name = ev["event"]
-        if i == 0 and name != "task_started":
-            self.add("order", i, "the log does not begin with task_started")
-        if self.completed_at is not None:
-            self.add("order", i, f"{name} after task_completed (seq {self.completed_at})")
-        if self.blocked_at is not None and name != "blocker_resolved":
-            self.add("order", i, f"{name} while the task is blocked (seq {self.blocked_at})")
-        handler = self.handlers.get(name)
-        if handler is None:
-            self.task_event(i, ev, name)
-            return
-        step = ev.get("step")
+    def records(self, i: int, ev: _Event) -> None:
+        """What the order does not say: each commit and token an event names, checked."""
+        name, step = ev["event"], ev.get("step")
         if step is None:
-            self.add("order", i, f"{name} names no step")
             return
-        if self.scopes is not None and step not in self.scopes:
-            self.add("plan", i, f"step {step} is not a subtask of the plan")
-        if step in self.done:
-            self.add(
-                "order", i, f"{name} for {step} after its step_completed (seq {self.done[step]})"
-            )
-            return
-        st = self.active.get(step)
-        if st is None:
-            st = self.active[step] = _Step()
-        elif st.failed_at is not None:
-            self.add("order", i, f"{name} for {step} after its step_failed (seq {st.failed_at})")
-        handler(i, ev, step, st, ev.get("details", _NO_DETAILS))
-        st.last = name
+        details = ev.get("details", _NO_DETAILS)
+        if name == "subagent_invoked" and details.get("token") is not None:
+            self.use_token(i, ev, step, details["token"], "invoked")
+        elif name == "subagent_diffs_applied":
+            self.applied(i, ev, step, details)
 
-    def task_event(self, i: int, ev: _Event, name: str) -> None:
-        if name == "task_started":
-            if self.started_at is not None:
-                self.add("order", i, f"task_started again (first at seq {self.started_at})")
-            else:
-                self.started_at = i
-        elif name == "task_completed":
-            missing = [] if self.scopes is None else [s for s in self.scopes if s not in self.done]
-            if missing:
-                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-                self.add("order", i, f"task_completed before {len(missing)} subtask(s): {shown}")
-            if self.completed_at is None:
-                self.completed_at = i
-        elif name == "blocker_encountered":
-            self.blocked_at = i
-        elif name == "blocker_resolved":
-            if self.blocked_at is None:
-                self.add("order", i, "blocker_resolved while the task is not blocked")
-            self.blocked_at = None
-            for step, st in sorted(self.active.items()):
-                if st.open:
-                    self.add(
-                        "order", st.invoked_at, f"call {_short(st.call)} of {step} has no outcome"
-                    )
-            self.active.clear()  # a new epoch: every unfinished subtask starts afresh
-
-    # -- a subtask's events ------------------------------------------------------------------
-
-    def invoked(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
-        call = d.get("call_id")
-        if not isinstance(call, str):
-            self.add("order", i, "subagent_invoked names no details.call_id")
-            return
-        if st.open:
-            self.add("order", i, f"subagent_invoked while call {_short(st.call)} has no outcome")
-        elif st.call is not None:
-            self.add("order", i, f"a second subagent_invoked in attempt {st.attempt}")
-        if d.get("attempt") != st.attempt:
-            self.add("order", i, f"details.attempt is {d.get('attempt')!r}, not {st.attempt}")
-        st.fresh()
-        st.call, st.token, st.open, st.invoked_at = call, d.get("token"), True, i
-        if call in self.calls:
-            self.add(
-                "order", i, f"call {call[:_SHORT]} was invoked before (seq {self.calls[call][0]})"
-            )
-        else:
-            self.calls[call] = (i, "")
-        if st.token is not None:
-            self.use_token(i, ev, step, st.token, "invoked")
-
-    def outcome(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
-        name = ev["event"]
-        if not st.open or st.call is None or d.get("call_id") != st.call:
-            self.add(
-                "order", i, f"{name} for call {_short(d.get('call_id'))}, which awaits no outcome"
-            )
-            return
-        st.open = False
-        if name == "subagent_succeeded":
-            st.succeeded = True
-            said = "ok"
-        else:
-            said = str(d.get("kind"))
-            st.failure, st.retryable = f"{name} ({said})", state.retryable(ev)
-        self.calls[st.call] = (self.calls[st.call][0], said)
-
-    def check_passed(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
-        self.after_success(i, ev["event"], st)
-
-    def check_failed(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
-        self.after_success(i, ev["event"], st)
-        st.failure, st.retryable = ev["event"], state.retryable(ev)
-
-    def after_success(self, i: int, name: str, st: _Step) -> bool:
-        """Checks, commits and completion need the attempt's call to have succeeded."""
-        if not st.succeeded:
-            self.add("order", i, f"{name} before a subagent_succeeded in attempt {st.attempt}")
-            return False
-        if st.failure is not None:
-            self.add("order", i, f"{name} after {st.failure} in the same attempt")
-            return False
-        return True
-
-    def retried(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
-        if st.attempt >= 2:
-            self.add(
-                "order",
-                i,
-                "a second subagent_retried since the last blocker_resolved (attempt 2 is the last)",
-            )
-        elif st.last not in state.FAILURES or not st.retryable:
-            after = st.failure if st.last in state.FAILURES else (st.last or "nothing")
-            self.add("order", i, f"subagent_retried after {after}, not a retryable failure")
-        st.attempt += 1
-        st.fresh()
-
-    def applied(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
+    def applied(self, i: int, ev: _Event, step: str, d: dict[str, Any]) -> None:
         call, commit, token = d.get("call_id"), d.get("commit"), d.get("token")
-        if call != st.call or not st.succeeded:
-            self.add(
-                "order",
-                i,
-                f"subagent_diffs_applied without subagent_succeeded of call {_short(call)}",
-            )
-        else:
-            self.after_success(i, "subagent_diffs_applied", st)
-        if st.applied is not None:
-            self.add("order", i, f"a second subagent_diffs_applied in attempt {st.attempt}")
-        st.applied = commit
         self.check_commit(i, ev, step, call, commit)
-        if token != st.token:
-            self.add("token", i, f"token {token} is not {st.token}, the call's token")
+        invoked = self.model.attempt(step).invoked
+        expected = None if invoked is None else invoked.get("details", _NO_DETAILS).get("token")
+        if token != expected:
+            self.add("token", i, f"token {token} is not {expected}, the call's token")
         if not isinstance(token, str):
             return
         self.use_token(i, ev, step, token, "applied")
@@ -601,31 +397,6 @@ class _Audit:
                 )
             else:
                 self.shots[token] = (i, str(call), str(commit))
-
-    def step_completed(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
-        if st.open:
-            self.add("order", i, f"step_completed while call {_short(st.call)} has no outcome")
-        elif self.after_success(i, "step_completed", st):
-            if d.get("call_id") != st.call:
-                self.add(
-                    "order",
-                    i,
-                    f"step_completed names call {_short(d.get('call_id'))}, not {_short(st.call)}",
-                )
-            if d.get("commit") != st.applied:
-                self.add(
-                    "order",
-                    i,
-                    f"step_completed names commit {_short(d.get('commit'))}, "
-                    f"but the attempt applied {_short(st.applied)}",
-                )
-        self.done[step] = i
-        del self.active[step]
-
-    def step_failed(self, i: int, ev: _Event, step: str, st: _Step, d: dict[str, Any]) -> None:
-        if st.open:
-            self.add("order", i, f"step_failed while call {_short(st.call)} has no outcome")
-        st.failed_at = i
 
     # -- commits and tokens ------------------------------------------------------------------
 
@@ -648,17 +419,19 @@ class _Audit:
                 self.add(
                     "commit",
                     i,
-                    f"commit {commit[:_SHORT]} has {key}: {_short(found.get(key, 'none'))}, "
-                    f"not {_short(value)}",
+                    f"commit {commit[:_SHORT]} has {key}: {short(found.get(key, 'none'))}, "
+                    f"not {short(value)}",
                 )
 
     def use_token(self, i: int, ev: _Event, step: str, token_id: object, what: str) -> None:
         """The token existed, covered the subtask and had not expired when it was used."""
         if self.tokens is None:
             return  # the token file is unreadable, which is a finding already
-        token = self.tokens.get(token_id) if isinstance(token_id, str) else None
+        token = self.known_token(token_id) if isinstance(token_id, str) else None
         if token is None:
-            self.add("token", i, f"token {token_id} is not in ai/agents/write_tokens.json")
+            self.add(
+                "token", i, f"token {token_id} is not in ai/agents/write_tokens.json or its history"
+            )
             return
         # Both are schema-checked timestamps of one fixed width, so text order is time order.
         if ev["ts"][:19] >= token.expires[:19]:
@@ -675,6 +448,30 @@ class _Audit:
             self.covered[key] = token.covers(globs)
         if not self.covered[key]:
             self.add("token", i, f"token {token.id} does not cover {', '.join(globs)}")
+
+    def known_token(self, token_id: str) -> tokens.Token | None:
+        """The token as the store holds it; else as the store last held it on HEAD's history:
+        a token removed after its use was what the use was judged by, as replay reads it."""
+        found = (self.tokens or {}).get(token_id)
+        if found is None:
+            if self.past_tokens is None:
+                self.past_tokens = self.read_past_tokens()
+            found = self.past_tokens.get(token_id)
+        return found
+
+    def read_past_tokens(self) -> dict[str, tokens.Token]:
+        path = self.layout.tokens
+        rel = self.layout.rel(path)
+        past: dict[str, tokens.Token] = {}
+        for sha in self.git.commits_touching(rel):  # newest first: the latest form wins
+            data = self.git.read(sha, rel)
+            try:
+                known = [] if data is None else tokens.load(path, self.layout.root, data)
+            except InvalidInput:
+                continue  # a version harness would have refused could not have been used
+            for token in known:
+                past.setdefault(token.id, token)
+        return past
 
     def check_spent(self) -> None:
         """A one-shot token's spent mark names the call and commit that applied it here."""
@@ -774,7 +571,7 @@ class _Audit:
 
     def exchange(self, name: str, meta: bytes | None, hashes: dict[str, str]) -> None:
         """One exchange folder against the call the log made."""
-        entry = self.calls.pop(name, None)
+        entry = self.model.calls.pop(name, None)
         if entry is None:
             self.add(
                 "exchange", None, f"exchange folder {name[:_SHORT]} is named by no subagent_invoked"

@@ -19,7 +19,7 @@ from .diffgate import Change
 from .errors import Halted
 from .ledger import Ledger
 from .progress import Log
-from .state import Attempt
+from .protocol import Attempt
 from .verify import Check, Runner, flipped_tests, license_problems
 
 
@@ -46,7 +46,8 @@ class Checks:
         scratch: Callable[[str], Path],
         source: Callable[[str], str | None],
     ) -> None:
-        self.log, self.step, self.att, self.cfg = log, step, att, cfg
+        self.log, self.step, self.cfg = log, step, cfg
+        self.logged = list(att.events)  # what a killed run of this attempt already logged
         self.runner, self.evidence, self.scratch = runner, evidence, scratch
         self.ledger, self.kept = ledger, 0  # evidence files written since the folder was emptied
         self.source = source  # a changed file's text as it would be committed
@@ -108,7 +109,7 @@ class Checks:
         """A success a killed run already logged is not logged again."""
         if not any(
             e["event"] == event and e.get("details", {}).get("check") == details["check"]
-            for e in self.att.events
+            for e in self.logged
         ):
             self.log.append(event, "ok", step=self.step, details=details)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from . import (
     drafting,
     exchanges,
     files,
+    live,
     logview,
     orchestrator,
     personas,
@@ -29,7 +31,6 @@ from . import (
     replay,
     repo,
     sandbox,
-    state,
     tokens,
 )
 from . import plan as plan_mod
@@ -40,6 +41,7 @@ from .printable import printable
 from .progress import Log
 from .workers import launcher
 
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -55,8 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         print("harness: " + printable(" ".join(str(exc).splitlines())), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("harness: interrupted", file=sys.stderr)
-        return 4
+        # Each phase is logged before the next starts, so stopping anywhere leaves what a
+        # kill would: the next run goes on from there. A second Ctrl-C must not cut this line.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("harness: interrupted; run the command again to go on", file=sys.stderr)
+        return INTERRUPTED
     except BrokenPipeError:
         # The reader (`harness log | head`) has all it wanted; nothing more is to be said,
         # and Python must not try to flush into the closed pipe again at exit.
@@ -112,7 +117,7 @@ def _locked(layout: Layout, task_id: str, wait: bool) -> Iterator[None]:
 def _record(task: orchestrator.Task) -> None:
     """Commit the task's state (plan, checklist, log, exchanges) so a clone holds it all:
     the bytes harness wrote or read there, each checked, and nothing else (see recordset)."""
-    if not task.events:
+    if not task.log.events:
         return
     message = (
         f"harness: record {task.task_id}\n\n"
@@ -135,10 +140,15 @@ def _record(task: orchestrator.Task) -> None:
         found.dropped,
         message,
         who,
-        task.events[-1]["ts"],
+        task.log.events[-1]["ts"],
         task.scratch("record.index"),
     )
     task.ledger.clear()
+
+
+def _print_json(doc: object) -> None:
+    """One JSON document on stdout, keys sorted, so scripts and diffs see it the same."""
+    sys.stdout.write(files.pretty(doc).decode())
 
 
 def _short(value: str | None) -> str:
@@ -182,11 +192,28 @@ def cmd_tokens_issue(args: argparse.Namespace) -> int:
 def cmd_tokens_list(args: argparse.Namespace) -> int:
     layout = _layout(args)
     now = clock.from_env().now(0)
-    for token in tokens.load(layout.tokens, layout.root):
+    known = tokens.load(layout.tokens, layout.root)
+    if args.json:
+        _print_json({"tokens": [_token_row(t, t.usable_at(now)) for t in known]})
+        return 0
+    for token in known:
         why = token.usable_at(now)
         shot = "one-shot" if token.one_shot else "reusable"
         print(f"{token.id}\t{' '.join(token.paths)}\t{token.expires}\t{shot}\t{why or 'usable'}")
     return 0
+
+
+def _token_row(token: tokens.Token, why: str | None) -> dict[str, object]:
+    return {
+        "id": token.id,
+        "paths": list(token.paths),
+        "expires": token.expires,
+        "one_shot": token.one_shot,
+        "revoked": token.revoked,
+        "spent": token.spent,
+        "usable": why is None,
+        "why": why,
+    }
 
 
 def cmd_tokens_revoke(args: argparse.Namespace) -> int:
@@ -227,7 +254,15 @@ def cmd_plan_show(args: argparse.Namespace) -> int:
     layout = _layout(args)
     task_id = _task_id(args.task_id)
     plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
-    for sub in plan_mod.order(plan):
+    ordered = plan_mod.order(plan)
+    if args.json:
+        rows = [
+            {"id": s.id, "role": s.role, "goal": s.goal, "depends_on": list(s.depends_on)}
+            for s in ordered
+        ]
+        _print_json({"task_id": task_id, "subtasks": rows})
+        return 0
+    for sub in ordered:
         deps = f" after {', '.join(sub.depends_on)}" if sub.depends_on else ""
         print(f"{sub.id}\t{sub.role}\t{printable(sub.goal)}{deps}")
     return 0
@@ -259,21 +294,37 @@ def _step(args: argparse.Namespace, loop: bool) -> int:
     task_id = _task_id(args.task_id)
     with _locked(layout, task_id, args.wait):
         task = orchestrator.Task.load(layout, task_id, clock.from_env())
+        if not args.quiet:
+            # With --json the progress shares stdout with the result: every line there parses.
+            task.live = live.Lines(sys.stdout if args.json else sys.stderr, args.json)
         try:
             while True:
                 done = orchestrator.step(task)
                 if done is None:
-                    print(f"task {task_id} complete")
+                    doc = {"event": "task_complete", "task_id": task_id}
+                    _result(args.json, doc, f"task {task_id} complete")
                     return 0
-                finished = state.done(task.events)[done]["details"]
-                print(f"{done}\tdone\t{_short(finished['commit'])}\t{_short(finished['call_id'])}")
+                finished = task.model.done[done]["details"]
+                commit, call_id = finished["commit"], finished["call_id"]
+                doc = {
+                    "event": "subtask_done",
+                    "subtask": done,
+                    "commit": commit,
+                    "call_id": call_id,
+                }
+                _result(args.json, doc, f"{done}\tdone\t{_short(commit)}\t{_short(call_id)}")
                 if not loop:
                     return 0
-                sys.stdout.flush()
         finally:
             # Also when nothing new was logged: a run killed after its last event left
             # that event unrecorded.
             _record(task)
+
+
+def _result(as_json: bool, doc: Mapping[str, object], text: str) -> None:
+    """A line of `next`'s or `run`'s result on stdout, at once: text, or with --json the
+    JSON object `doc`, like the progress lines around it."""
+    print(files.dumps(doc).decode() if as_json else text, flush=True)
 
 
 def cmd_next(args: argparse.Namespace) -> int:
@@ -288,24 +339,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     layout = _layout(args)
     task_id = _task_id(args.task_id)
     plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
-    log = Log(layout.log(task_id), task_id, clock.from_env())
-    rows = []
-    for sub in plan_mod.order(plan):
-        mine = [ev for ev in log.events if ev.get("step") == sub.id]
-        invoked = [ev for ev in mine if ev["event"] == "subagent_invoked"]
-        applied = [ev for ev in mine if ev["event"] == "subagent_diffs_applied"]
-        judged = [ev for ev in mine if ev["event"] in ("phase_completed", "acceptance_failed")]
-        rows.append(
-            {
-                "id": sub.id,
-                "role": sub.role,
-                "status": state.subtask_status(log.events, sub.id),
-                "commit": applied[-1]["details"]["commit"] if applied else None,
-                "call_id": invoked[-1]["details"]["call_id"] if invoked else None,
-                "unverified": judged[-1]["details"].get("unverified", []) if judged else [],
-            }
-        )
-    block = state.blocker(log.events)
+    model = Log(layout.log(task_id), task_id, clock.from_env()).model
+    rows = [{"id": s.id, "role": s.role, **model.summary(s.id)} for s in plan_mod.order(plan)]
+    block = model.blocker
     cost = round(exchanges.total_cost(layout.exchanges(task_id)), 6)
     if args.json:
         blocked = block and {"step": block.get("step"), "error": block.get("error")}
@@ -313,9 +349,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             "task_id": task_id,
             "blocked": blocked,
             "subtasks": rows,
-            "complete": state.has(log.events, "task_completed"),
+            "complete": model.completed is not None,
             "cost_usd": cost,
-            "uncontained_events": state.uncontained(log.events),
+            "uncontained_events": model.uncontained,
         }
         sys.stdout.write(files.pretty(doc).decode())
         return 0
@@ -324,12 +360,14 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{row['id']}\t{row['role']}\t{row['status']}\t{_short(row['commit'])}"
             f"\t{_short(row['call_id'])}"
         )
+        if row["reason"] is not None:
+            print(f"\t{row['id']} {row['status']}: {printable(row['reason'])}")
         for text in row["unverified"]:
             print(f"\t{row['id']} unverified: {printable(text)}")
     if cost:
         print(f"cost: ${cost:.4f}")
-    if state.uncontained(log.events):
-        print(f"NOT CONTAINED: {state.uncontained(log.events)} event(s) ran with the sandbox off")
+    if model.uncontained:
+        print(f"NOT CONTAINED: {model.uncontained} event(s) ran with the sandbox off")
     if block is not None:
         print(f"blocked at {block.get('step')}: {printable(str(block.get('error')))}")
     return 0
@@ -340,7 +378,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     task_id = _task_id(args.task_id)
     with _locked(layout, task_id, args.wait):
         task = orchestrator.Task.load(layout, task_id, clock.from_env())
-        block = state.blocker(task.events)
+        block = task.model.blocker
         if block is None:
             raise InvalidInput(f"task {task_id} is not blocked")
         task.log.append(
@@ -361,17 +399,29 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_registry_check(args: argparse.Namespace) -> int:
     layout = _layout(args)
-    failed = 0
     contain = Containment(layout, config.load(layout.config))
+    rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
         for agent in registry.load(layout.registry, layout.root):
+            row: dict[str, object] = {"id": agent.id, "wanted": agent.version}
             try:
                 version = contain.probe(agent, Path(scratch) / agent.id)
-                print(f"{agent.id}\tok\t{printable(version)}\t{agent.version}")
+                rows.append(row | {"ok": True, "version": version, "error": None})
             except HarnessError as exc:
-                failed += 1
-                print(f"{agent.id}\tFAIL\t{printable(str(exc))}")
+                rows.append(row | {"ok": False, "version": None, "error": str(exc)})
+            if not args.json:
+                _print_check(rows[-1])
+    failed = not all(row["ok"] for row in rows)
+    if args.json:
+        _print_json({"agents": rows, "ok": not failed})
     return 1 if failed else 0
+
+
+def _print_check(row: dict[str, object]) -> None:
+    if row["ok"]:
+        print(f"{row['id']}\tok\t{printable(str(row['version']))}\t{row['wanted']}")
+    else:
+        print(f"{row['id']}\tFAIL\t{printable(str(row['error']))}")
 
 
 def cmd_agents_import(args: argparse.Namespace) -> int:
@@ -465,7 +515,10 @@ def cmd_log(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
-    return demo.run(Path(args.dir) if args.dir else None, main)
+    if args.dir and args.repo and Path(args.dir).resolve() != Path(args.repo).resolve():
+        raise InvalidInput(f"--dir {args.dir} and --repo {args.repo}: give one folder")
+    where = args.dir or args.repo  # --repo, as every command takes it: the repository to make
+    return demo.run(Path(where) if where else None, main)
 
 
 # -- parser ---------------------------------------------------------------------------------
@@ -498,12 +551,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--paths", nargs="+", required=True)
     p.add_argument("--ttl", required=True, help="lifetime, e.g. 30m, 2h, 1d")
     p.add_argument("--one-shot", action="store_true")
-    add("list", cmd_tokens_list, "list write tokens", tok)
+    p = add("list", cmd_tokens_list, "list write tokens", tok)
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     add("revoke", cmd_tokens_revoke, "revoke a write token", tok).add_argument("token_id")
 
     pl = sub.add_parser("plan", help="plans").add_subparsers(dest="sub", required=True)
     add("validate", cmd_plan_validate, "check a plan", pl).add_argument("task_id")
-    add("show", cmd_plan_show, "print a plan in run order", pl).add_argument("task_id")
+    p = add("show", cmd_plan_show, "print a plan in run order", pl)
+    p.add_argument("task_id")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p = add("draft", cmd_plan_draft, "ask the planning agent for plan.draft.json", pl)
     p.add_argument("task_id")
     p.add_argument("--goal", required=True)
@@ -518,6 +574,10 @@ def _parser() -> argparse.ArgumentParser:
         p = add(name, func, helptext)
         p.add_argument("task_id")
         p.add_argument("--wait", action="store_true", help="wait for the task's lock")
+        p.add_argument("--quiet", action="store_true", help="no progress lines")
+        p.add_argument(
+            "--json", action="store_true", help="progress and result as JSON lines on stdout"
+        )
     p = add("status", cmd_status, "per subtask: status, commit, call_id")
     p.add_argument("task_id")
     p.add_argument("--json", action="store_true")
@@ -527,7 +587,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true")
 
     reg = sub.add_parser("registry", help="agents").add_subparsers(dest="sub", required=True)
-    add("check", cmd_registry_check, "check each agent's launcher and version", reg)
+    p = add("check", cmd_registry_check, "check each agent's launcher and version", reg)
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
 
     ag = sub.add_parser("agents", help="agents").add_subparsers(dest="sub", required=True)
     p = add("import", cmd_agents_import, "import .claude/agents or .gemini/agents files", ag)
@@ -555,7 +616,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add("doctor", cmd_doctor, "whether the sandbox works on this machine, and why not")
     p = add("demo", cmd_demo, "run a sample task offline with the scripted worker")
-    p.add_argument("--dir", help="where to build the sample repository (default: a temp dir)")
+    p.add_argument("--dir", help="where to build the sample repository, like --repo")
     return parser
 
 

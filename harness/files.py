@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -182,15 +182,25 @@ def _read(fd: int, limit: int = -1) -> bytes:
         return fh.read(limit)
 
 
-def read_regular(path: Path, label: str) -> bytes | None:
-    """A harness file's bytes, or None when there is none; anything else there (a symlink, a
-    FIFO, a folder) is refused with one line naming `label`, never followed or opened."""
+def open_regular(path: Path, label: str) -> BinaryIO | None:
+    """A harness file opened for reading, or None when there is none; anything else there (a
+    symlink, a FIFO, a folder) is refused with one line naming `label`, never followed or
+    opened."""
     found = _open_regular(path)
     if found == MISSING:
         return None
     if isinstance(found, str):
         raise InvalidInput(f"{label}: {found}")
-    return _read(found)
+    return os.fdopen(found, "rb")
+
+
+def read_regular(path: Path, label: str) -> bytes | None:
+    """A harness file's bytes, or None when there is none (see open_regular)."""
+    found = open_regular(path, label)
+    if found is None:
+        return None
+    with found as fh:
+        return fh.read()
 
 
 def read_untrusted(path: Path, limit: int) -> bytes | None:

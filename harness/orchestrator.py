@@ -20,10 +20,11 @@ from . import (
     envelope,
     exchanges,
     files,
+    proc,
+    protocol,
     registry,
     repo,
     scope,
-    state,
     tokens,
     verify,
     worker,
@@ -36,6 +37,7 @@ from .contain import Containment
 from .errors import Halted, InvalidInput
 from .layout import Layout
 from .ledger import EMPTY, Ledger
+from .live import Live, Silent
 from .printable import printable
 from .progress import Log, fault
 from .registry import Agent
@@ -56,6 +58,24 @@ class Recording(Protocol):
         """The step's check results as recorded, or None to run the checks again."""
 
 
+class Worker(Protocol):
+    """What answers a call: Containment runs the agent in its sandbox; tests script it."""
+
+    def probe(self, agent: Agent, scratch: Path) -> str:
+        """The agent's version, asked before its first call."""
+
+    def call(
+        self,
+        agent: Agent,
+        git: repo.Repo,
+        base: str,
+        staging: Path,
+        timeouts: dict[str, float],
+        scratch: Path,
+    ) -> proc.Result:
+        """Answer the envelope staged in `staging` (its `stdin`), writing `stdout.ndjson`."""
+
+
 @dataclass
 class Task:
     """Everything one step needs, re-read from disk at its start (§9)."""
@@ -70,6 +90,8 @@ class Task:
     ledger: Ledger
     probed: dict[str, str] = field(default_factory=dict)
     recording: Recording | None = None
+    worker: Worker | None = None  # who answers calls: the sandboxed agent unless a test says
+    live: Live = field(default_factory=Silent)  # progress for people, never recorded
 
     @classmethod
     def load(cls, layout: Layout, task_id: str, clock: Clock, log: Log | None = None) -> Task:
@@ -100,11 +122,40 @@ class Task:
         if log is None:  # a replay's own log is held to the record line by line instead
             rel = layout.rel(task.log.path)
             task.log.follow(ledger, task.git.blob_hashes(head, [rel])[rel] or EMPTY)
+            task.refuse_cut_log(head)
+        task.refuse_added_after_completion()
         return task
 
     @property
-    def events(self) -> list[Event]:
-        return self.log.events
+    def model(self) -> protocol.Model:
+        """What the log says so far: the protocol's reading of every line."""
+        return self.log.model
+
+    def refuse_added_after_completion(self) -> None:
+        """A completed task is closed: a subtask added to its plan since would run after
+        task_completed, which no log may hold."""
+        completed = self.model.completed
+        added = [s.id for s in self.plan.subtasks if s.id not in self.model.done]
+        if completed is not None and added:
+            raise InvalidInput(
+                f"task {self.task_id} completed (seq {completed}); subtask {added[0]} was "
+                "added to its plan since: put new work in a new task"
+            )
+
+    def refuse_cut_log(self, head: str) -> None:
+        """The line the task's last commit recorded as the log's head must still be in the
+        log: a log cut back (and committed so) would otherwise go on as if sound."""
+        last = self.git.last_task_commit(self.task_id, head)
+        recorded = None if last is None else last[1].get("Harness-Log-Head")
+        events = self.log.events
+        lines = {self.log.head, *(ev["prev"] for ev in events[1:])} if events else set()
+        if recorded is not None and recorded not in lines:
+            assert last is not None
+            rel = self.layout.rel(self.log.path)
+            raise InvalidInput(
+                f"{rel}: lost the line commit {last[0][:12]} recorded as its head: restore it "
+                f"(git checkout {last[0][:12]} -- {rel}) and commit it"
+            )
 
     def scratch(self, name: str) -> Path:
         """A path of harness's own for this task, out of every sandbox's reach."""
@@ -116,13 +167,18 @@ class Task:
     def contain(self) -> Containment:
         return Containment(self.layout, self.config)
 
+    @property
+    def answering(self) -> Worker:
+        """Who answers this task's calls."""
+        return self.worker or self.contain
+
     def token_store(self) -> list[tokens.Token]:
         """The token store as it is now: a person may revoke a token while a task runs."""
         path = self.layout.tokens
         return tokens.load(path, self.layout.root, self.ledger.read(path))
 
     def sync_checklist(self) -> None:
-        data = checklist.render(self.plan, state.done(self.events)).encode()
+        data = checklist.render(self.plan, self.model.done).encode()
         path = self.layout.checklist(self.task_id)
         if not (self.ledger.holds(path, data) and files.read_untrusted(path, -1) == data):
             self.ledger.write(path, data)
@@ -136,7 +192,7 @@ def unroutable(sub: plan_mod.Subtask) -> str:
 
 def step(task: Task) -> str | None:
     """Advance the task by one subtask and return its id; None once complete; or Halted."""
-    block = state.blocker(task.events)
+    block = task.model.blocker
     if block is not None:
         raise Halted(
             f"task {task.task_id} is blocked at {block.get('step', '?')}: "
@@ -144,13 +200,13 @@ def step(task: Task) -> str | None:
         )
     settle(task)
     refuse_dirty(task)
-    if not state.has(task.events, "task_started"):
+    if task.model.started is None:
         task.log.append("task_started", "ok", details={"subtasks": len(task.plan.subtasks)})
     task.sync_checklist()
-    finished = state.done(task.events)
+    finished = task.model.done
     sub = next((s for s in plan_mod.order(task.plan) if s.id not in finished), None)
     if sub is None:
-        if not state.has(task.events, "task_completed"):
+        if task.model.completed is None:
             task.log.append("task_completed", "ok")
         return None
     Subtask(task, sub).run()
@@ -162,10 +218,10 @@ def settle(task: Task) -> None:
     """Finish a run killed between moving the branch and updating the user's files: as a
     step does it (update_files), so anything a person changed since is kept, said so, and
     left for refuse_dirty to report."""
-    finished = state.done(task.events)
+    finished = task.model.done
     for sub in task.plan.subtasks:
-        att = state.attempt(state.current(task.events, sub.id))
-        invoked = att.last("subagent_invoked")
+        att = task.model.attempt(sub.id)
+        invoked = att.invoked
         if sub.id in finished or invoked is None or att.has("subagent_diffs_applied"):
             continue
         made = task.git.find_commit(
@@ -199,7 +255,7 @@ def _tell(line: str) -> None:
 
 def refuse_dirty(task: Task) -> None:
     """The user's uncommitted work is never touched: refuse if it lies where we may write."""
-    finished = state.done(task.events)
+    finished = task.model.done
     globs = [
         g for s in task.plan.subtasks if s.id not in finished for g in (*s.write_scope, *s.creates)
     ]
@@ -219,13 +275,13 @@ class Subtask:
 
     def run(self) -> None:
         while True:
-            mine = state.current(self.task.events, self.sub.id)
-            if mine and mine[-1]["event"] == "step_failed":
-                self.block(str(mine[-1].get("error", "step failed")))
-            att = state.attempt(mine)
-            failed = state.failure(att)
+            mine = self.task.model.step(self.sub.id)
+            if mine is not None and mine.failed is not None:
+                self.block(str(mine.failed.get("error", "step failed")))
+            att = self.task.model.attempt(self.sub.id)
+            failed = att.failure
             if failed is not None:
-                if state.retryable(failed) and att.number == 1:
+                if protocol.retryable(failed) and att.number < protocol.MAX_ATTEMPTS:
                     self.log.append(
                         "subagent_retried",
                         "pending",
@@ -244,16 +300,21 @@ class Subtask:
     def error(self, event: str, details: dict[str, Any], reason: str | None) -> None:
         self.log.append(event, "error", step=self.sub.id, details=details, error=reason)
 
+    def phase(self, name: str, ok: bool) -> bool:
+        """Tell the live reporter a phase ended; `ok` back, so a check stays one line."""
+        self.task.live.ended(self.sub.id, name, ok)
+        return ok
+
     def block(self, reason: str) -> None:
         self.log.append("blocker_encountered", "blocked", step=self.sub.id, error=reason)
         raise Halted(f"{self.sub.id} blocked: {reason}")
 
     # -- one attempt -----------------------------------------------------------------------
 
-    def attempt(self, att: state.Attempt) -> bool:
+    def attempt(self, att: protocol.Attempt) -> bool:
         """Run or finish one attempt; True when the step completed, False after a failure."""
         task, sub = self.task, self.sub
-        invoked = att.last("subagent_invoked")
+        invoked = att.invoked
         agent = registry.route(task.agents, sub.role, sub.agent)
         assert agent is not None, "Task.load checked every subtask routes"
         call = self.build_call(att, invoked, agent)
@@ -280,6 +341,7 @@ class Subtask:
                 "was made: restore its plan, inputs and config, or resolve a blocker first"
             )
         outcome = self.answer(agent, call)
+        self.phase("call", outcome.status == "ok")
         if not (att.has("subagent_succeeded") or att.has("subagent_failed")):
             self.record_outcome(agent, call, outcome)
         if outcome.status != "ok":
@@ -289,7 +351,7 @@ class Subtask:
         if diffs:
             applied = att.last("subagent_diffs_applied")
             commit = (
-                applied["details"]["commit"] if applied else self.apply(att, call, outcome.result)
+                applied["details"]["commit"] if applied else self.land(att, call, outcome.result)
             )
             if commit is None:
                 return False
@@ -297,7 +359,7 @@ class Subtask:
             problems = acceptance.review_problems(
                 sub, outcome.result, task.git, call.context["payload"]["base"]
             )
-            if problems:
+            if not self.phase("acceptance", not problems):
                 details = {"check": "acceptance", "failures": problems}
                 self.error("acceptance_failed", details, "; ".join(problems))
                 return False
@@ -310,10 +372,11 @@ class Subtask:
         if self.task.recording is not None:
             self.task.recording.unrecorded(call_id)
         if agent.id not in self.task.probed:
-            self.task.probed[agent.id] = self.task.contain.probe(agent, self.task.scratch("probe"))
+            task = self.task
+            task.probed[agent.id] = task.answering.probe(agent, task.scratch("probe"))
 
     def build_call(
-        self, att: state.Attempt, invoked: Event | None, agent: Agent
+        self, att: protocol.Attempt, invoked: Event | None, agent: Agent
     ) -> envelope.Call | None:
         """The call for this attempt; rebuilt from the log's record when resuming one."""
         task, sub = self.task, self.sub
@@ -350,7 +413,7 @@ class Subtask:
             retry=retry_of is not None,
             timeouts=dict(agent.timeouts or task.config.timeouts),
             budgets=dict(task.config.budgets),
-            epoch=state.epoch(task.events),
+            epoch=task.model.epoch,
         )
 
     def choose_token(self, ts: str) -> tuple[str | None, str | None]:
@@ -364,17 +427,15 @@ class Subtask:
             return None, f"subtask {self.sub.id}: {why}"
         return found.id, None
 
-    def previous_failure(self, att: state.Attempt) -> str | None:
-        if att.number == 1:
-            return None
-        mine = state.current(self.task.events, self.sub.id)
-        failures = [ev for ev in mine if ev["event"] in state.FAILURES]
-        return str(failures[-1].get("error", failures[-1]["event"])) if failures else None
+    def previous_failure(self, att: protocol.Attempt) -> str | None:
+        mine = self.task.model.step(self.sub.id)
+        failed = None if att.number == 1 or mine is None else mine.last_failure
+        return None if failed is None else str(failed.get("error", failed["event"]))
 
     def blobs(self, retry_of: str | None) -> list[dict[str, str]]:
         """Artifacts of the subtasks this one depends on, and the reason for a retry."""
         found: list[dict[str, str]] = []
-        completed = state.done(self.task.events)
+        completed = self.task.model.done
         for dep in self.sub.depends_on:
             call_id = completed[dep]["details"]["call_id"]
             exchange = exchanges.load(self.task.layout.exchange(self.task.task_id, call_id))
@@ -405,7 +466,10 @@ class Subtask:
         staging = exchanges.stage(task.scratch("staging") / call.call_id, call)
         timeouts = call.prompt["payload"]["timeouts"]
         base = call.context["payload"]["base"]
-        result = task.contain.call(agent, task.git, base, staging, timeouts, task.scratch("worker"))
+        retry = envelope.RETRY_CONSTRAINT in call.prompt["payload"]["constraints"]
+        task.live.started(self.sub.id, agent.id, self.sub.role, retry)
+        scratch = task.scratch("worker")
+        result = task.answering.call(agent, task.git, base, staging, timeouts, scratch)
         limits = (task.config.max_output_bytes, task.config.max_artifact_bytes)
         stdout = (staging / "stdout.ndjson").read_bytes()
         outcome = worker.judge(
@@ -436,8 +500,11 @@ class Subtask:
 
     # -- gate, verify, commit ----------------------------------------------------------------
 
-    def apply(self, att: state.Attempt, call: envelope.Call, result: dict[str, Any]) -> str | None:
-        """Gate the diffs, verify them in a scratch worktree, commit; None after a failure."""
+    def land(
+        self, att: protocol.Attempt, call: envelope.Call, result: dict[str, Any]
+    ) -> str | None:
+        """Gate the diffs, verify them in scratch copies, commit, bring the user's files to the
+        commit and log it; None after a failure."""
         task, sub = self.task, self.sub
         base = call.context["payload"]["base"]
         # A run killed after committing this call left the commit: finish its work instead.
@@ -445,12 +512,15 @@ class Subtask:
         if made is None:
             token = self.token_for_apply(call)
             if token is None:
+                self.phase("gate", False)
                 return None
             try:
                 changes = diffgate.check(result["diffs"], self.rules(token))
             except diffgate.DiffRefused as refused:
+                self.phase("gate", False)
                 self.fail(str(refused), "gate")
                 return None
+            self.phase("gate", True)
             made = self.verify_and_commit(att, call, changes, result)
             if made is None:
                 return None
@@ -503,7 +573,7 @@ class Subtask:
 
     def verify_and_commit(
         self,
-        att: state.Attempt,
+        att: protocol.Attempt,
         call: envelope.Call,
         changes: list[diffgate.Change],
         result: dict[str, Any],
@@ -541,9 +611,9 @@ class Subtask:
             wt = task.scratch("verify")
             if self.runs_commands():
                 stack.enter_context(git.scratch(tree, wt, git_dir=True))
-            if not checks.build(wt, changes):
+            if not self.phase("build", checks.build(wt, changes)):
                 return None
-            if cfg.test and not checks.test(wt, cfg.test):
+            if cfg.test and not self.phase("test", checks.test(wt, cfg.test)):
                 return None
             base: list[Path] = []
 
@@ -565,7 +635,7 @@ class Subtask:
                 cache=task.layout.state / "coverage",
                 base=base_copy,
             )
-            if not checks.accept(judge):
+            if not self.phase("acceptance", checks.accept(judge)):
                 return None
         message = (
             f"{sub.role}: {sub.goal}\n\n"
@@ -582,6 +652,7 @@ class Subtask:
         fault("before:advance")
         git.advance(git.branch(), made, head)
         fault("after:advance")
+        self.phase("commit", True)
         return made
 
     def runs_commands(self) -> bool:
@@ -608,7 +679,7 @@ class Subtask:
             patch.write_text(change.patch, "utf-8")
             written.append((change.path, patch))
         tree, problem = task.git.apply_tree(head, written, task.scratch("apply.index"))
-        if tree is None:
+        if not self.phase("apply", tree is not None):
             self.fail(problem, "apply")
         return tree
 

@@ -5,17 +5,28 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import orjson
 
-from . import files, schemas
+from . import files, protocol, schemas
 from .clock import Clock
 from .errors import Halted, InvalidInput
 from .ledger import Ledger
 
 GENESIS = "0" * 64
+# How a strict read words the first problem it meets, by kind.
+_STRICT = {
+    "line": "not a line harness wrote: ",
+    "chain": "hash chain broken: ",
+    "order": "out of order: ",
+    "plan": "",
+}
 
 
 def line_hash(line: bytes) -> str:
@@ -30,6 +41,9 @@ class Log:
         self.task_id = task_id
         self.clock = clock
         self.events: list[dict[str, Any]] = []
+        # What the log says so far, fed every line; the events are kept anyway, so is every
+        # attempt (status and report show them).
+        self.model = protocol.Model(history=True)
         self.head = GENESIS
         self.uncontained = False  # [sandbox] mode = "off": every event says so
         self.ledger: Ledger | None = None  # set by follow(): each append is entered there
@@ -45,27 +59,17 @@ class Log:
         return self._sha.hexdigest()
 
     def _read(self) -> None:
-        data = files.read_regular(self.path, self._label)
-        if not data:
+        found = files.open_regular(self.path, self._label)
+        if found is None:
             return
-        if not data.endswith(b"\n"):
-            raise InvalidInput(f"{self._label}: last line is incomplete")
-        for number, line in enumerate(data.splitlines(), start=1):
-            where = f"{self._label}:{number}"
-            try:
-                event = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                raise InvalidInput(f"{where}: invalid JSON") from None
-            schemas.validate("progress-event", event, where)
-            if event["seq"] != len(self.events) or event["prev"] != self.head:
-                raise InvalidInput(f"{where}: hash chain broken (seq {event['seq']})")
-            if event["task_id"] != self.task_id or files.dumps(event) != line:
-                raise InvalidInput(f"{where}: not a line harness wrote")
-            self.events.append(event)
-            self.head = line_hash(line)
-        self.size = len(data)
-        self._sha.update(data)
-        self._before_last = hashlib.sha256(data[: -len(line) - 1]).hexdigest()
+        with found as fh:
+            for line in read(fh, self.task_id, self.model, self._label):
+                assert line.event is not None, "a strict read yields only sound lines"
+                self.events.append(line.event)
+                self.head = line.digest
+                self.size += len(line.raw) + 1
+                self._before_last = self.digest
+                self._sha.update(line.raw + b"\n")
 
     def follow(self, ledger: Ledger, committed: str) -> None:
         """Enter every append in `ledger` from now on; the log must be what harness last wrote
@@ -146,6 +150,9 @@ class Log:
 
     def write(self, record: dict[str, Any]) -> dict[str, Any]:
         """Append one chained record to the file (fsync'ed) and to the events read so far."""
+        problems = self.model.feed(record["seq"], record)
+        if problems:  # the protocol, not the step's code, has the last word on what is logged
+            raise Halted(f"{self._label}: {record['event']} refused: {problems[0].text}")
         line = files.dumps(record)
         self._append(line + b"\n")
         self.events.append(record)
@@ -177,6 +184,80 @@ class Log:
             os.fsync(fd)
         if self.size == 0:
             files.fsync_dir(self.path.parent)
+
+
+@dataclass
+class Line:
+    """One line of a log as read: its bytes, its hash, its event if it is one, and every
+    problem with it (of kind line, chain, order or plan)."""
+
+    index: int  # 0-based position in the file, the line's seq in a sound log
+    raw: bytes  # without its newline
+    digest: str
+    event: dict[str, Any] | None  # None when the line is not JSON or not a progress event
+    problems: list[protocol.Finding] = field(default_factory=list)
+
+    def add(self, kind: str, reason: str | Callable[[], str]) -> None:
+        self.problems.append(protocol.Finding(kind, reason))
+
+
+def read(
+    lines: Iterable[bytes],
+    task_id: str,
+    model: protocol.Model | None = None,
+    strict: str | None = None,
+) -> Iterator[Line]:
+    """The one reader of a task's log: each line checked as harness writes it (JSON, schema,
+    canonical bytes, seq, hash chain, task) and, given a model, fed to it in order.
+
+    Lenient (strict None): every line comes with its problems and reading goes on, a broken
+    line counting as the next seq so one gap is one problem. Strict: the first problem is
+    InvalidInput naming `strict` (the log's label) and the line number. One line at a time:
+    nothing is kept but what the model keeps."""
+    loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
+    validate, invalid = schemas.fast_validator("progress-event"), fastjsonschema.JsonSchemaException
+    prev, expected = GENESIS, 0
+    for index, chunk in enumerate(lines):
+        raw = chunk[:-1] if chunk.endswith(b"\n") else chunk
+        line = Line(index, raw, line_hash(raw), None)
+        if raw is chunk:
+            line.add("line", "the last line has no newline: an interrupted write")
+        try:
+            event = loads(raw)
+            validate(event)
+        except orjson.JSONDecodeError:
+            line.add("line", "not JSON")
+        except invalid:
+            line.add("line", partial(_schema_problem, event))
+        else:
+            line.event = event
+            _check(line, event, task_id, prev, expected, dumps(event, option=sort))
+            if model is not None:
+                line.problems += model.feed(index, event)
+            expected = event["seq"]  # resynchronised, so that one gap is one problem
+        prev, expected = line.digest, expected + 1
+        if strict is not None and line.problems:
+            first = line.problems[0]
+            raise InvalidInput(f"{strict}:{index + 1}: {_STRICT[first.kind]}{first.text}")
+        yield line
+
+
+def _check(
+    line: Line, event: dict[str, Any], task_id: str, prev: str, seq: int, canon: bytes
+) -> None:
+    if canon != line.raw:
+        line.add("line", "not canonical: harness writes sorted keys, no spaces")
+    if event["seq"] != seq:
+        line.add("chain", f"seq is {event['seq']}, expected {seq}")
+    if event["prev"] != prev:
+        what = f"line {line.index - 1}" if line.index else "the genesis hash"
+        line.add("chain", f"prev does not match the hash of {what}")
+    if event["task_id"] != task_id:
+        line.add("line", f"task_id is {event['task_id']!r}, not {task_id!r}")
+
+
+def _schema_problem(event: object) -> str:
+    return f"not a progress event: {schemas.problem('progress-event', event)}"
 
 
 def fault(point: str) -> None:

@@ -12,6 +12,7 @@ re-run with `verify` and then held to the recorded verdicts.
 
 from __future__ import annotations
 
+import bisect
 import re
 import shutil
 import tempfile
@@ -23,7 +24,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from . import clock, files, orchestrator, repo, state
+from . import clock, files, orchestrator, repo
 from .acceptance import Judge
 from .diffgate import Change
 from .errors import Halted, InvalidInput
@@ -195,28 +196,21 @@ class Result:
 def replay(layout: Layout, task_id: str, verify: bool) -> Result:
     """Replay the task recorded in `layout` in a scratch clone; Diverged names the first
     difference."""
-    recorded = _recorded(layout, task_id)
+    recorded, last_line = _recorded(layout, task_id)
     invoked = [e for e in recorded if e["event"] == "subagent_invoked"]
     source = repo.Repo(layout.root)
     try:
         base = _commit_id(invoked[0]["details"].get("base")) if invoked else source.head()
         if source.try_git("cat-file", "-e", f"{base}^{{commit}}")[0] != 0:
             raise InvalidInput(f"the recorded base {base[:12]} is not in this clone")
+        inputs = Inputs(layout, source, task_id, recorded, last_line)
     finally:
         source.close()
     with _scratch(layout.root, base) as root:
         scratch = Layout(root)
         _seed(layout, scratch, task_id)
         log = ReplayLog(scratch.log(task_id), task_id, recorded)
-        task = orchestrator.Task.load(scratch, task_id, log.clock, log=log)
-        task.recording = Recording(log, verify)
-        try:
-            _run(task, log)
-        except InvalidInput as exc:
-            # A recorded exchange that fails its own hashes, say.
-            raise Halted(f"replay stopped: {exc}") from None
-        finally:
-            task.git.close()
+        _run(scratch, task_id, log, inputs, verify)
         if len(log.events) < len(recorded):
             index = len(log.events)
             raise Diverged(index, describe(recorded[index]), "the replay stopped there")
@@ -226,6 +220,80 @@ def replay(layout: Layout, task_id: str, verify: bool) -> Result:
     return Result(task_id, base, len(recorded), commits, verify)
 
 
+class Inputs:
+    """The plan, config, registry and tokens each recorded line was written with.
+
+    Every command that logs ends in a record commit holding the very bytes it parsed of
+    them, and naming its last line (Harness-Log-Head). So line i was written with the inputs
+    of the oldest record commit naming line i or a later one; lines past the last record
+    commit (a command killed before it recorded) with the files as they are now. A person's
+    edit to the plan between epochs, or a token revoked since, replays as it happened.
+    """
+
+    def __init__(
+        self, layout: Layout, source: repo.Repo, task_id: str, recorded: list[Event], last: str
+    ) -> None:
+        self.task_id, self.recorded = task_id, recorded
+        self.paths = [layout.rel(p) for p in (layout.plan(task_id), layout.config, layout.registry)]
+        self.tokens = layout.rel(layout.tokens)
+        lines = {d: i for i, d in enumerate([*(e["prev"] for e in recorded[1:]), last])}
+        self.commits: list[tuple[int, str]] = []
+        for sha, found in source.task_commits(task_id, source.head()):
+            at = lines.get(found.get("Harness-Log-Head", ""))
+            if at is not None and "Harness-Call-Id" not in found:  # subtask commits carry
+                self.commits.append((at, sha))  # the inputs of the command before them
+        self.commits.sort()
+        self.now = {rel: files.read_regular(layout.root / rel, rel) for rel in self.all}
+
+    @property
+    def all(self) -> list[str]:
+        return [*self.paths, self.tokens]
+
+    def source(self, seq: int) -> str | None:
+        """The record commit whose inputs line `seq` was written with; None: today's files."""
+        at = bisect.bisect_left(self.commits, (seq, ""))
+        return self.commits[at][1] if at < len(self.commits) else None
+
+    def seed(self, scratch: Layout, sha: str | None, seq: int) -> None:
+        """Write the inputs of `sha` into the scratch clone, with the one-shot spends of calls
+        the replay has not applied yet undone (it spends them again as it applies them)."""
+        applied = {
+            str(e["details"].get("call_id"))
+            for e in self.recorded[:seq]
+            if e["event"] == "subagent_diffs_applied"
+        }
+        git = repo.Repo(scratch.root)  # a clone sharing the source's objects
+        try:
+            found = {rel: self.now[rel] if sha is None else git.read(sha, rel) for rel in self.all}
+        finally:
+            git.close()
+        for rel, data in found.items():
+            target = scratch.root / rel
+            if data is None:
+                target.unlink(missing_ok=True)
+                continue
+            if rel == self.tokens:
+                data = _unspent(data, self.task_id, applied)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+
+
+def _unspent(data: bytes, task_id: str, applied: set[str]) -> bytes:
+    """The token store with this task's spends undone but those of calls in `applied`."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data  # refused with its own line when the task loads it
+    tokens = doc.get("tokens") if isinstance(doc, dict) else None
+    for token in tokens if isinstance(tokens, list) else []:
+        spent = token.get("spent") if isinstance(token, dict) else None
+        if not isinstance(spent, dict) or spent.get("task_id") != task_id:
+            continue
+        if spent.get("call_id") not in applied:
+            del token["spent"]
+    return files.pretty(doc)
+
+
 def _commit_id(value: object) -> str:
     """A recorded base, which must be a full commit id before git sees it."""
     if not isinstance(value, str) or not _SHA.fullmatch(value):
@@ -233,37 +301,63 @@ def _commit_id(value: object) -> str:
     return value
 
 
-def _run(task: orchestrator.Task, log: ReplayLog) -> None:
-    """Step until the task completes or the record ends; a halt the record shows a person
-    resolving is resolved the same way."""
-    while True:
-        try:
-            if orchestrator.step(task) is None:
+def _run(scratch: Layout, task_id: str, log: ReplayLog, inputs: Inputs, verify: bool) -> None:
+    """Step until the task completes or the record ends, each step with the inputs its
+    lines were written with; a halt the record shows a person resolving is resolved the
+    same way."""
+    task: orchestrator.Task | None = None
+    loaded: str | None = ""
+    try:
+        while True:
+            wanted = inputs.source(len(log.events))
+            if task is None or wanted != loaded:
+                if task is not None:
+                    task.git.close()
+                    task = None
+                inputs.seed(scratch, wanted, len(log.events))
+                task = orchestrator.Task.load(scratch, task_id, log.clock, log=log)
+                task.recording = Recording(log, verify)
+                loaded = wanted
+            if not _step(task, log):
                 return
-        except RecordEnds:
-            return
-        except Diverged:
-            raise
-        except Halted as halt:
-            expected = log.expected
-            if expected is None:
-                return
-            if expected["event"] != "blocker_resolved" or state.blocker(task.events) is None:
-                raise Diverged(len(log.events), describe(expected), f"a halt: {halt}") from None
-            log.copy_expected()
+    except InvalidInput as exc:
+        # A recorded exchange that fails its own hashes, say.
+        raise Halted(f"replay stopped: {exc}") from None
+    finally:
+        if task is not None:
+            task.git.close()
 
 
-def _recorded(layout: Layout, task_id: str) -> list[Event]:
-    """The recorded log, read and chain-checked (a broken chain is refused here)."""
+def _step(task: orchestrator.Task, log: ReplayLog) -> bool:
+    """One step of the replay; False once the task completed or the record ended."""
+    try:
+        return orchestrator.step(task) is not None
+    except RecordEnds:
+        return False
+    except Diverged:
+        raise
+    except Halted as halt:
+        expected = log.expected
+        if expected is None:
+            return False
+        if expected["event"] != "blocker_resolved" or task.model.blocker is None:
+            raise Diverged(len(log.events), describe(expected), f"a halt: {halt}") from None
+        log.copy_expected()
+        return True
+
+
+def _recorded(layout: Layout, task_id: str) -> tuple[list[Event], str]:
+    """The recorded log, read and chain-checked (a broken chain is refused here), and the
+    hash of its last line."""
     path = layout.log(task_id)
     if not layout.plan(task_id).exists():
         raise InvalidInput(f"ai/tasks/{task_id}/plan.json: file not found")
     if not path.exists():
         raise InvalidInput(f"ai/tasks/{task_id}/progress.ndjson: nothing recorded to replay")
-    events = Log(path, task_id, clock.SystemClock()).events  # read only: no clock is read
-    if not events:
+    log = Log(path, task_id, clock.SystemClock())  # read only: no clock is read
+    if not log.events:
         raise InvalidInput(f"ai/tasks/{task_id}/progress.ndjson: nothing recorded to replay")
-    return events
+    return log.events, log.head
 
 
 @contextmanager
@@ -288,20 +382,7 @@ def _scratch(source: Path, base: str) -> Iterator[Path]:
 
 
 def _seed(source: Layout, scratch: Layout, task_id: str) -> None:
-    """The inputs as recorded: plan, config, registry, tokens (with this task's one-shot
-    spends undone, since the replay spends them again) and every recorded exchange."""
-    for path in (source.plan(task_id), source.config, source.registry):
-        if path.exists():
-            target = scratch.root / path.relative_to(source.root)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
-    if source.tokens.exists():
-        data = orjson.loads(source.tokens.read_bytes())
-        for token in data.get("tokens", []):
-            if isinstance(token, dict) and (token.get("spent") or {}).get("task_id") == task_id:
-                del token["spent"]
-        scratch.tokens.parent.mkdir(parents=True, exist_ok=True)
-        scratch.tokens.write_bytes(files.pretty(data))
+    """Every recorded exchange, and no log or checklist: the replay writes its own."""
     if source.exchanges(task_id).is_dir():
         shutil.rmtree(scratch.exchanges(task_id), ignore_errors=True)
         shutil.copytree(source.exchanges(task_id), scratch.exchanges(task_id), symlinks=True)

@@ -135,6 +135,12 @@ class Repo:
     def show(self, commit: str, path: str) -> str | None:
         """A file's text at `commit` (or in a tree), or None when it is not a regular file
         there."""
+        data = self.read(commit, path)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def read(self, commit: str, path: str) -> bytes | None:
+        """A file's bytes at `commit` (or in a tree), or None when it is not a regular file
+        there."""
         found = self.repo.rev_parse(commit)
         # A bare tree object from rev_parse has no path, which indexing it needs.
         tree = (
@@ -148,7 +154,8 @@ class Repo:
             return None
         if blob.type != "blob" or blob.mode & 0o170000 != 0o100000:
             return None
-        return str(blob.data_stream.read().decode("utf-8", "replace"))
+        data: bytes = blob.data_stream.read()
+        return data
 
     def line_counts(self, commit: str, paths: Sequence[str]) -> dict[str, int]:
         found = {}
@@ -178,16 +185,32 @@ class Repo:
     ) -> tuple[str, dict[str, str]] | None:
         """The newest commit up to `head` whose Harness-Task trailer is exactly `task_id`
         (a subtask or record commit), with its Harness trailers."""
+        found = self.task_commits(task_id, head, 1)
+        return found[0] if found else None
+
+    def task_commits(
+        self, task_id: str, head: str = "HEAD", most: int | None = None
+    ) -> list[tuple[str, dict[str, str]]]:
+        """The commits up to `head` whose Harness-Task trailer is exactly `task_id`, newest
+        first (at most `most`), each with its Harness trailers."""
         # A task id is letters, digits and . _ -: only the dot needs escaping.
         pattern = f"^Harness-Task: {task_id.replace('.', '[.]')}[[:space:]]*$"
+        limit = () if most is None else (f"-{most}",)
         code, out, _ = self.try_git(
-            "log", "-1", "-z", "--format=%H%x00%B", "-E", f"--grep={pattern}", head
+            "log", *limit, "-z", "--format=%H%x00%B", "-E", f"--grep={pattern}", head
         )
-        sha, _, body = out.partition("\0")
-        found = trailers(body)
-        if code != 0 or not sha or found.get("Harness-Task") != task_id:
-            return None
-        return sha, found
+        if code != 0:
+            return []
+        fields = out.split("\0")
+        pairs = [
+            (sha, trailers(body)) for sha, body in zip(fields[::2], fields[1::2], strict=False)
+        ]
+        return [(sha, found) for sha, found in pairs if found.get("Harness-Task") == task_id]
+
+    def commits_touching(self, path: str, head: str = "HEAD") -> list[str]:
+        """The commits up to `head` that changed `path`, newest first."""
+        code, out, _ = self.try_git("log", "--format=%H", head, "--", path)
+        return out.split() if code == 0 else []
 
     def dirty(self) -> list[str]:
         """Paths with uncommitted changes, staged or not, tracked or not."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from . import __version__, clock, exchanges, files, schemas, state
+from . import __version__, clock, exchanges, files, progress, protocol
 from . import plan as plan_mod
 from .audit import Report as Audit
 from .audit import audit
@@ -60,20 +60,23 @@ dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dd{margin:0}
 def render(layout: Layout, task_id: str) -> bytes:
     """The report page of a task; InvalidInput when the task has no plan."""
     plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
-    events = _events(layout.log(task_id))
+    events = _events(layout, task_id)
     verdict = audit(layout, task_id)
     subtasks = plan_mod.order(plan)
-    attempts = {sub.id: _attempts(events, sub.id) for sub in subtasks}
+    model = protocol.Model(history=True)
+    for ev in events:
+        model.feed(ev["seq"], ev)  # what is out of order is the audit's to say, above
+    attempts = {sub.id: model.attempts(sub.id) for sub in subtasks}
     used = [
         _metrics(layout, task_id, _call_id(att.events)) for s in subtasks for att in attempts[s.id]
     ]
     body = [
         f"<h1>Task {_e(task_id)}</h1>",
         _audit(verdict),
-        _summary(layout, task_id, plan, events, used),
-        _timeline(subtasks, events, attempts),
+        _summary(layout, task_id, plan, events, model, used),
+        _timeline(subtasks, events, model),
         "<h2>Subtasks</h2>",
-        *(_subtask(layout, task_id, sub, events, attempts[sub.id]) for sub in subtasks),
+        *(_subtask(layout, task_id, sub, model) for sub in subtasks),
         f"<footer><p>harness {_e(__version__)}</p></footer>",
     ]
     page = (
@@ -90,19 +93,14 @@ def render(layout: Layout, task_id: str) -> bytes:
 # -- reading the record --------------------------------------------------------------------
 
 
-def _events(path: Path) -> list[Event]:
+def _events(layout: Layout, task_id: str) -> list[Event]:
     """The log's well-formed events; the rest are the audit's business, not the page's."""
-    if not path.exists():
+    found = files.open_regular(layout.log(task_id), layout.rel(layout.log(task_id)))
+    if found is None:
         return []
-    found = []
-    for line in path.read_bytes().splitlines():
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if schemas.problem("progress-event", event) is None and _instant(event["ts"]):
-            found.append(event)
-    return found
+    with found as fh:
+        lines = progress.read(fh, task_id)
+        return [ln.event for ln in lines if ln.event is not None and _instant(ln.event["ts"])]
 
 
 def _instant(ts: str) -> bool:
@@ -114,24 +112,12 @@ def _instant(ts: str) -> bool:
     return True
 
 
-def _attempts(events: Sequence[Event], step: str) -> list[state.Attempt]:
-    """The subtask's attempts across epochs: each subagent_invoked opens a new one."""
-    found: list[list[Event]] = []
-    for ev in events:
-        if ev.get("step") != step:
-            continue
-        if ev["event"] == "subagent_invoked" or not found:
-            found.append([])
-        found[-1].append(ev)
-    return [state.Attempt(i + 1, evs) for i, evs in enumerate(found)]
-
-
 def _detail(ev: Event | None, key: str) -> Any:
     return None if ev is None else ev.get("details", {}).get(key)
 
 
 def _call_id(events: Sequence[Event]) -> str | None:
-    found = _detail(state.Attempt(0, list(events)).last("subagent_invoked"), "call_id")
+    found = _detail(protocol.Attempt(0, 0, list(events)).invoked, "call_id")
     return found if isinstance(found, str) and _CALL_ID.match(found) else None
 
 
@@ -252,11 +238,11 @@ def _summary(
     task_id: str,
     plan: plan_mod.Plan,
     events: Sequence[Event],
+    model: protocol.Model,
     used: Sequence[dict[str, float]],
 ) -> str:
-    finished = state.done(events)
-    done = sum(1 for s in plan.subtasks if s.id in finished)
-    complete = state.has(events, "task_completed")
+    done = sum(1 for s in plan.subtasks if s.id in model.done)
+    complete = model.completed is not None
     rows = [
         ("Subtasks done", f"{done}/{len(plan.subtasks)}"),
         ("Task", "complete" if complete else "not complete"),
@@ -268,14 +254,14 @@ def _summary(
     ]
     if events:
         rows.append(("Log", f"{_e(events[0]['ts'])} to {_e(events[-1]['ts'])}"))
-    bare = state.uncontained(events)
+    bare = model.uncontained
     rows.append(
         ("Contained", "yes" if not bare else f"NO: {bare} event(s) ran with the sandbox off")
     )
     out = ['<section id="summary"><h2>Summary</h2><dl>']
     out += [f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows]
     out.append("</dl>")
-    block = state.blocker(events)
+    block = model.blocker
     if block is not None:
         out.append(
             f'<p class="blocked" id="blocker">Blocked at {_e(block.get("step"))}: '
@@ -288,7 +274,7 @@ def _summary(
 def _timeline(
     subtasks: Sequence[plan_mod.Subtask],
     events: Sequence[Event],
-    attempts: dict[str, list[state.Attempt]],
+    model: protocol.Model,
 ) -> str:
     """Per subtask: attempts, status, first and last logged instant, as bars on one scale."""
     t0 = _seconds(events[0]["ts"]) if events else 0.0
@@ -296,8 +282,8 @@ def _timeline(
     rows = []
     for sub in subtasks:
         mine = [ev for ev in events if ev.get("step") == sub.id]
-        status = state.subtask_status(events, sub.id)
-        cells = [_e(sub.id), str(len(attempts[sub.id])), _status(status)]
+        status = model.status(sub.id)
+        cells = [_e(sub.id), str(len(model.attempts(sub.id))), _status(status)]
         if mine:
             start, end = _seconds(mine[0]["ts"]), _seconds(mine[-1]["ts"])
             # A forged log may run backwards: keep the bar inside its track.
@@ -323,12 +309,12 @@ def _subtask(
     layout: Layout,
     task_id: str,
     sub: plan_mod.Subtask,
-    events: Sequence[Event],
-    attempts: Sequence[state.Attempt],
+    model: protocol.Model,
 ) -> str:
     sid = _e(sub.id)
-    status = state.subtask_status(events, sub.id)
-    completed = state.done(events).get(sub.id)
+    status = model.status(sub.id)
+    completed = model.done.get(sub.id)
+    attempts = model.attempts(sub.id)
     facts = [
         ("Role", _e(sub.role)),
         ("Goal", _e(sub.goal)),
@@ -353,21 +339,10 @@ def _subtask(
     return "\n".join(out)
 
 
-def _outcome(att: state.Attempt) -> tuple[str, str | None]:
-    """What ended the attempt (or that it has not ended) and the error it logged."""
-    if att.has("step_completed"):
-        return "completed", None
-    # The check that failed names the cause; a bare step_failed is a refusal (gate, inputs).
-    failed = state.failure(att) or att.last("step_failed")
-    if failed is not None:
-        return f"failed ({failed['event']})", failed.get("error")
-    return "in progress", None
-
-
-def _attempt(layout: Layout, task_id: str, att: state.Attempt) -> str:
+def _attempt(layout: Layout, task_id: str, att: protocol.Attempt) -> str:
     invoked = att.last("subagent_invoked")
     call_id = _call_id(att.events)
-    outcome, error = _outcome(att)
+    outcome, error = att.outcome()
     kind = outcome.split(" ", 1)[0]
     facts = [
         ("Call", f"<code>{_e(_detail(invoked, 'call_id'))}</code>"),

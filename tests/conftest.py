@@ -27,11 +27,19 @@ class Sample:
     # -- running ---------------------------------------------------------------------------
 
     def cli(
-        self, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        timeout: float = 120,
+        quiet: bool = True,
     ) -> subprocess.CompletedProcess[str]:
+        """`harness *args` on this repository; `next` and `run` with --quiet unless told
+        otherwise, so stderr holds only the notices and errors a test asserts on (progress
+        lines have their own tests, in test_live.py)."""
         full = {**os.environ, "HARNESS_CLOCK": CLOCK, **(env or {})}
+        hush = ["--quiet"] if quiet and args[:1] in (("next",), ("run",)) else []
         return subprocess.run(
-            [sys.executable, "-m", "harness.cli", *args, "--repo", str(self.root)],
+            [sys.executable, "-m", "harness.cli", *args, *hush, "--repo", str(self.root)],
             capture_output=True,
             text=True,
             env=full,

@@ -446,9 +446,19 @@ def test_a_token_that_does_not_cover_the_subtask(repo: Sample) -> None:
     found(repo, (8, "token W1 does not cover tests/**, tests/test_*.py"))
 
 
-def test_a_token_missing_from_the_store(repo: Sample) -> None:
+def test_a_token_no_store_ever_held(repo: Sample) -> None:
+    evs = events(repo)
+    evs[1] = {**evs[1], "details": {**evs[1]["details"], "token": "W9"}}
+    rechain(repo, evs)
+    found(repo, (1, "token W9 is not in ai/agents/write_tokens.json or its history"))
+
+
+def test_a_token_removed_from_the_store_after_its_use_is_judged_as_it_was(
+    repo: Sample,
+) -> None:
     set_token(repo, id="W2")
-    found(repo, (1, "token W1 is not in ai/agents/write_tokens.json"))
+    repo.commit_all("W1 is gone")
+    assert audit(repo) == (0, [])
 
 
 def test_a_file_added_to_an_exchange_folder(repo: Sample) -> None:
@@ -500,3 +510,19 @@ def test_the_plan_is_read_one_subtask_at_a_time_as_json_reads_it(text: str) -> N
 def test_a_plan_that_is_not_json_is_refused_by_the_reader(text: str) -> None:
     with pytest.raises((ValueError, ijson.JSONError)):
         list(audit_mod._plan_members(io.BytesIO(text.encode())))
+
+
+def test_a_log_cut_back_stays_caught_after_a_later_record_commit(repo: Sample) -> None:
+    """What `next` did before it refused a cut log: append and record again. Every commit's
+    log head must be a line of the log, not only the newest one."""
+    first = [sha for sha in repo.git("log", "--format=%H", "--grep=Harness-Task").split()][-1]
+    lines = (repo.root / LOG).read_bytes().splitlines(keepends=True)
+    (repo.root / LOG).write_bytes(b"".join(lines[:2]))
+    repo.commit_all("cut")
+    head = line_hash(lines[1].rstrip(b"\n"))
+    message = f"harness: record demo\n\nHarness-Task: demo\nHarness-Log-Head: {head}\n"
+    repo.git(
+        "-c", "user.name=h", "-c", "user.email=h@h", "commit", "-q", "--allow-empty", "-m", message
+    )
+    findings = found(repo, (None, "is no line of the log: it was truncated or rewritten"))
+    assert any(first[:12] in reason or "recorded by commit" in reason for _, reason in findings)

@@ -158,7 +158,9 @@ def test_log_of_a_damaged_log_is_a_one_line_error(recorded: Sample, tmp_path: Pa
     path.write_bytes(path.read_bytes().replace(b'"seq":3', b'"seq":4'))
     res = Sample(broken, recorded.script).cli("log", "demo")
     assert res.returncode == 2
-    assert res.stderr == "harness: ai/tasks/demo/progress.ndjson:4: hash chain broken (seq 4)\n"
+    assert res.stderr == (
+        "harness: ai/tasks/demo/progress.ndjson:4: hash chain broken: seq is 4, expected 3\n"
+    )
 
 
 def test_log_of_no_such_task(recorded: Sample) -> None:

@@ -28,7 +28,8 @@ def fresh_log(path: Path) -> list[str]:
     log.append("task_started", "ok", details={"subtasks": 2})
     heads.append(log.head)
     for i in range(N_EVENTS - 1):
-        log.append("subagent_invoked", "pending", step=f"T{i}", details={"call_id": "c" * 64})
+        details = {"call_id": f"{i:064x}", "attempt": 1}
+        log.append("subagent_invoked", "pending", step=f"T{i}", details=details)
         heads.append(log.head)
     return heads
 
@@ -104,7 +105,7 @@ def test_truncated_last_line_is_detected(tmp_path: Path, log_bytes: bytes) -> No
     path = tmp_path / "p.ndjson"
     for cut in (1, 10, len(log_bytes.splitlines()[-1])):
         path.write_bytes(log_bytes[:-cut])
-        with pytest.raises(InvalidInput, match="incomplete"):
+        with pytest.raises(InvalidInput, match="no newline: an interrupted write"):
             read(path)
     path.write_bytes(log_bytes)
     assert len(read(path).events) == N_EVENTS  # the twin: the whole file reads

@@ -492,3 +492,51 @@ def test_a_kill_after_task_completed_is_recorded_by_the_next_command(sample: Sam
     # The twin: once recorded, a further command has nothing to add.
     assert sample.cli("next", "demo").stdout == "task demo complete\n"
     assert sample.git("rev-parse", "HEAD~1").strip() == unrecorded
+
+
+def test_a_subtask_added_after_task_completed_is_refused_with_nothing_written(
+    sample: Sample,
+) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert sample.cli("run", "demo").returncode == 0
+    before, log = sample.head(), sample.root / "ai/tasks/demo/progress.ndjson"
+    recorded = log.read_bytes()
+    sample.write_plan([subtask("T1"), subtask("T2")])
+    sample.write_script([ok("T2", ("src/calc.py", calc_patch("OTHER = 2")))])
+    res = sample.cli("run", "demo")
+    assert res.returncode == 2
+    assert res.stderr.splitlines()[-1] == (
+        "harness: task demo completed (seq 7); subtask T2 was added to its plan since: "
+        "put new work in a new task"
+    )
+    assert log.read_bytes() == recorded and sample.head() == before
+    # Its twin: the plan as it was completes again at once, and audits clean.
+    sample.write_plan([subtask("T1")])
+    assert sample.cli("run", "demo").returncode == 0
+    assert sample.cli("audit", "demo").returncode == 0
+
+
+def test_a_log_cut_back_and_committed_is_refused_by_next(sample: Sample) -> None:
+    sample.write_plan([subtask("T1"), subtask("T2", creates=["src/b.py"])])
+    sample.write_script(
+        [
+            ok("T1", ("src/calc.py", calc_patch())),
+            ok("T2", ("src/b.py", new_file_patch("src/b.py", ["B = 2"]))),
+        ]
+    )
+    assert sample.cli("next", "demo").returncode == 0
+    log = sample.root / "ai/tasks/demo/progress.ndjson"
+    kept = log.read_bytes().splitlines(keepends=True)[:2]
+    log.write_bytes(b"".join(kept))
+    sample.commit_all("cut the log")
+    before = sample.head()
+    res = sample.cli("next", "demo")
+    assert res.returncode == 2
+    assert "progress.ndjson: lost the line commit" in res.stderr
+    assert log.read_bytes() == b"".join(kept) and sample.head() == before
+    # Restored as told, the task goes on.
+    last = sample.git("log", "-1", "--format=%H", "--grep=Harness-Task: demo", "HEAD").strip()
+    sample.git("checkout", last, "--", "ai/tasks/demo/progress.ndjson")
+    sample.commit_all("restore the log")
+    assert sample.cli("next", "demo").returncode == 0

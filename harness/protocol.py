@@ -1,0 +1,448 @@
+"""The legal order of a task's events, written down once (DESIGN §4, §9).
+
+Every command that needs to know what a log says asks this model: the orchestrator what
+already happened (so a killed step is finished, never redone), audit whether the order is
+legal, status, log and report how to describe it. It is fed one event at a time and keeps
+state per subtask, never per event, so a log of any length is judged in one pass.
+
+The words, defined here and nowhere else:
+- epoch: the events since the last blocker_resolved. A person cleared a blocker, so every
+  subtask not yet done starts afresh: attempt 1, a new call.
+- attempt: within an epoch, a subtask's events from its first (or from a subagent_retried)
+  up to the next subagent_retried. One call at most; two attempts at most per epoch.
+- outcome: how an attempt ended: "completed" (step_completed), "failed" (the failure that
+  ended it, or the step_failed of a refusal), or "in progress".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Event = dict[str, Any]
+
+FAILURES = ("subagent_failed", "build_failed", "test_failed", "acceptance_failed")
+RETRYABLE_KINDS = ("retryable", "timeout")
+CHECK_PASSED = frozenset({"build_succeeded", "test_passed", "phase_completed"})
+CHECK_FAILED = frozenset({"build_failed", "test_failed", "acceptance_failed"})
+STEP_EVENTS = frozenset(
+    {
+        "subagent_invoked",
+        "subagent_succeeded",
+        "subagent_failed",
+        "subagent_retried",
+        "subagent_diffs_applied",
+        "step_completed",
+        "step_failed",
+        *CHECK_PASSED,
+        *CHECK_FAILED,
+    }
+)
+MAX_ATTEMPTS = 2
+_SHORT = 12
+_NO_DETAILS: dict[str, Any] = {}
+
+
+def short(value: object) -> str:
+    return value[:_SHORT] if isinstance(value, str) else repr(value)
+
+
+def retryable(ev: Event) -> bool:
+    """A failure worth a second attempt: a transient worker failure or a failed check."""
+    if ev["event"] == "subagent_failed":
+        return ev.get("details", {}).get("kind") in RETRYABLE_KINDS
+    return ev["event"] in ("build_failed", "test_failed")
+
+
+@dataclass
+class Attempt:
+    number: int
+    epoch: int
+    events: list[Event] = field(default_factory=list)
+
+    def has(self, name: str) -> bool:
+        return any(ev["event"] == name for ev in self.events)
+
+    def last(self, name: str) -> Event | None:
+        return next((ev for ev in reversed(self.events) if ev["event"] == name), None)
+
+    @property
+    def invoked(self) -> Event | None:
+        return self.last("subagent_invoked")
+
+    @property
+    def call_id(self) -> str | None:
+        found = _detail(self.invoked, "call_id")
+        return found if isinstance(found, str) else None
+
+    @property
+    def open(self) -> bool:
+        """A call was made and its outcome is not logged yet."""
+        return self.invoked is not None and not (
+            self.has("subagent_succeeded") or self.has("subagent_failed")
+        )
+
+    @property
+    def failure(self) -> Event | None:
+        """The failure event that ended this attempt, if one did."""
+        return next((ev for ev in reversed(self.events) if ev["event"] in FAILURES), None)
+
+    def outcome(self) -> tuple[str, str | None]:
+        """("completed" | "failed (<event>)" | "in progress", the error it logged)."""
+        if self.has("step_completed"):
+            return "completed", None
+        # The check that failed names the cause; a bare step_failed is a refusal.
+        failed = self.failure or self.last("step_failed")
+        if failed is not None:
+            return f"failed ({failed['event']})", failed.get("error")
+        return "in progress", None
+
+
+def _detail(ev: Event | None, key: str) -> Any:
+    return None if ev is None else ev.get("details", _NO_DETAILS).get(key)
+
+
+@dataclass
+class Step:
+    """One subtask in the current epoch."""
+
+    attempt: Attempt
+    failed: Event | None = None  # its step_failed
+    failed_at: int | None = None
+    last_failure: Event | None = None  # the latest failure event, whichever attempt
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "order", "plan" (a step the plan lacks); a reader adds "line" and "chain"
+    reason: str | Callable[[], str]  # a callable where wording it is costly
+    at: int | None = None  # the line it concerns, when not the one being read
+
+    @property
+    def text(self) -> str:
+        return self.reason if isinstance(self.reason, str) else self.reason()
+
+
+class _Findings(list[Finding]):
+    def order(self, reason: str, at: int | None = None) -> None:
+        self.append(Finding("order", reason, at))
+
+
+class Model:
+    """A task's log as far as it has been fed: what happened, and what broke the order."""
+
+    def __init__(
+        self, subtasks: Mapping[str, Collection[str]] | None = None, history: bool = False
+    ) -> None:
+        self.subtasks = subtasks  # the plan's ids and what each depends on, when known
+        self.fed = 0
+        self.epoch = 0
+        self.started: int | None = None  # seq of task_started
+        self.completed: int | None = None  # seq of task_completed
+        self.blocker: Event | None = None  # the blocker_encountered in force
+        self.blocked_at: int | None = None
+        self.done: dict[str, Event] = {}  # subtask -> its step_completed
+        self.done_at: dict[str, int] = {}
+        self.steps: dict[str, Step] = {}  # the current epoch's subtasks not done
+        self.last: dict[str, Event] = {}  # subtask -> its latest event, any epoch
+        # call_id -> (seq of its subagent_invoked, "ok" | the failure's kind | "" while none)
+        self.calls: dict[str, tuple[int, str]] = {}
+        self.uncontained = 0  # events that ran with the sandbox off
+        self.history: dict[str, list[Attempt]] | None = {} if history else None
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def attempt(self, step: str) -> Attempt:
+        """The subtask's attempt in progress (a fresh one when it has none this epoch)."""
+        found = self.steps.get(step)
+        return found.attempt if found is not None else Attempt(1, self.epoch)
+
+    def step(self, step: str) -> Step | None:
+        return self.steps.get(step)
+
+    def status(self, step: str) -> str:
+        """pending, running, done, failed or blocked."""
+        if step in self.done:
+            return "done"
+        last = self.last.get(step)
+        if last is None:
+            return "pending"
+        if self.blocker is not None and self.blocker.get("step") == step:
+            return "blocked"
+        return "failed" if last["event"] == "step_failed" else "running"
+
+    def reason(self, step: str) -> str | None:
+        """Why the subtask is blocked or failed, as the log says."""
+        status = self.status(step)
+        if status == "blocked" and self.blocker is not None:
+            return str(self.blocker.get("error", "see the log"))
+        if status == "failed":
+            return str(self.last[step].get("error", "see the log"))
+        return None
+
+    def summary(self, step: str) -> dict[str, Any]:
+        """The subtask as `harness status` shows it: its status and why, its latest call and
+        commit, and the acceptance criteria its last judged attempt left unverified."""
+        attempts = self.attempts(step)
+        calls = [a.call_id for a in attempts if a.call_id is not None]
+        applied = [a.last("subagent_diffs_applied") for a in attempts]
+        commits = [_detail(ev, "commit") for ev in applied if ev is not None]
+        judged = [
+            ev
+            for a in attempts
+            for ev in a.events
+            if ev["event"] in ("phase_completed", "acceptance_failed")
+        ]
+        return {
+            "status": self.status(step),
+            "reason": self.reason(step),
+            "commit": commits[-1] if commits else None,
+            "call_id": calls[-1] if calls else None,
+            "unverified": _detail(judged[-1], "unverified") or [] if judged else [],
+        }
+
+    def attempts(self, step: str) -> list[Attempt]:
+        """Every attempt of the subtask, oldest first (a model built with history=True)."""
+        assert self.history is not None, "attempts() needs Model(history=True)"
+        return self.history.get(step, [])
+
+    def invoked_at(self, att: Attempt) -> int | None:
+        """The seq of the attempt's subagent_invoked as it was fed."""
+        entry = self.calls.get(att.call_id or "")
+        return None if entry is None else entry[0]
+
+    def unanswered(self) -> list[tuple[str, Attempt]]:
+        """The current epoch's calls that have no outcome, by subtask."""
+        return [(s, st.attempt) for s, st in sorted(self.steps.items()) if st.attempt.open]
+
+    # -- feeding -----------------------------------------------------------------------------
+
+    def feed(self, seq: int, ev: Event) -> list[Finding]:
+        """Take the next event; return what about it breaks the order (empty when legal).
+
+        The model goes on after a finding, so one broken line is one finding."""
+        out = _Findings()
+        name = ev["event"]
+        if self.fed == 0 and name != "task_started":
+            out.order("the log does not begin with task_started")
+        self.fed += 1
+        if _detail(ev, "contained") is False:
+            self.uncontained += 1
+        if self.completed is not None:
+            out.order(f"{name} after task_completed (seq {self.completed})")
+        if self.blocked_at is not None and name != "blocker_resolved":
+            out.order(f"{name} while the task is blocked (seq {self.blocked_at})")
+        if name not in STEP_EVENTS:
+            self._task_event(seq, ev, name, out)
+            return out
+        step = ev.get("step")
+        if step is None:
+            out.order(f"{name} names no step")
+            return out
+        if self.subtasks is not None and step not in self.subtasks:
+            out.append(Finding("plan", f"step {step} is not a subtask of the plan"))
+        self.last[step] = ev
+        if step in self.done:
+            seen = self.done_at[step]
+            out.order(f"{name} for {step} after its step_completed (seq {seen})")
+            return out
+        st = self.steps.get(step)
+        if st is None:
+            st = self.steps[step] = Step(self._new_attempt(step, 1))
+        elif st.failed_at is not None:
+            out.order(f"{name} for {step} after its step_failed (seq {st.failed_at})")
+        _RULES[name](self, seq, ev, step, st, ev.get("details", _NO_DETAILS), out)
+        return out
+
+    def _new_attempt(self, step: str, number: int) -> Attempt:
+        att = Attempt(number, self.epoch)
+        if self.history is not None:
+            self.history.setdefault(step, []).append(att)
+        return att
+
+    def _task_event(self, seq: int, ev: Event, name: str, out: _Findings) -> None:
+        if name == "task_started":
+            if self.started is not None:
+                out.order(f"task_started again (first at seq {self.started})")
+            else:
+                self.started = seq
+        elif name == "task_completed":
+            missing = [s for s in self.subtasks or () if s not in self.done]
+            if missing:
+                shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+                out.order(f"task_completed before {len(missing)} subtask(s): {shown}")
+            if self.completed is None:
+                self.completed = seq
+        elif name == "blocker_encountered":
+            step = ev.get("step")
+            st = self.steps.get(step) if isinstance(step, str) else None
+            if st is None or st.failed is None:
+                out.order(f"blocker_encountered for {step} without its step_failed")
+            self.blocker, self.blocked_at = ev, seq
+        elif name == "blocker_resolved":
+            if self.blocker is None:
+                out.order("blocker_resolved while the task is not blocked")
+            self.blocker = self.blocked_at = None
+            for step, att in self.unanswered():
+                out.order(
+                    f"call {short(att.call_id)} of {step} has no outcome", self.invoked_at(att)
+                )
+            self.epoch += 1
+            self.steps.clear()
+
+
+# -- the rules for a subtask's events ---------------------------------------------------------
+# Each takes (model, seq, event, step, its state, details, findings) and appends findings.
+
+
+def _invoked(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    att = st.attempt
+    call = d.get("call_id")
+    if not isinstance(call, str):
+        out.order("subagent_invoked names no details.call_id")
+        return
+    if att.open:
+        out.order(f"subagent_invoked while call {short(att.call_id)} has no outcome")
+    elif att.invoked is not None:
+        out.order(f"a second subagent_invoked in attempt {att.number}")
+    if d.get("attempt") != att.number:
+        out.order(f"details.attempt is {d.get('attempt')!r}, not {att.number}")
+    waiting = [dep for dep in (m.subtasks or {}).get(step, ()) if dep not in m.done]
+    if waiting:
+        out.order(f"subagent_invoked for {step} before {', '.join(waiting)} completed")
+    if att.events:  # what came before the call is the attempt's no longer
+        att = st.attempt = m._new_attempt(step, att.number)
+    att.events.append(ev)
+    if call in m.calls:
+        out.order(f"call {call[:_SHORT]} was invoked before (seq {m.calls[call][0]})")
+    else:
+        m.calls[call] = (seq, "")
+
+
+def _outcome(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    att, name = st.attempt, ev["event"]
+    if not att.open or d.get("call_id") != att.call_id:
+        out.order(f"{name} for call {short(d.get('call_id'))}, which awaits no outcome")
+        return
+    _after_call(m, st, ev)
+    said = "ok" if name == "subagent_succeeded" else str(d.get("kind"))
+    m.calls[str(att.call_id)] = (m.calls[str(att.call_id)][0], said)
+
+
+def _after_call(m: Model, st: Step, ev: Event) -> None:
+    st.attempt.events.append(ev)
+    if ev["event"] in FAILURES:
+        st.last_failure = ev
+
+
+def _legal_after_success(name: str, att: Attempt, out: _Findings) -> bool:
+    """Checks, commits and completion need the attempt's call to have succeeded."""
+    if not att.has("subagent_succeeded"):
+        out.order(f"{name} before a subagent_succeeded in attempt {att.number}")
+        return False
+    failed = att.failure
+    if failed is not None:
+        what = failed["event"]
+        if what == "subagent_failed":
+            what += f" ({_detail(failed, 'kind')})"
+        out.order(f"{name} after {what} in the same attempt")
+        return False
+    return True
+
+
+def _check(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    _legal_after_success(ev["event"], st.attempt, out)
+    same = (ev["event"], d)
+    if any((e["event"], e.get("details")) == same for e in st.attempt.events):
+        # harness logs a check's result once per attempt (checks.py)
+        out.order(f"{ev['event']} repeats an earlier one in attempt {st.attempt.number}")
+    _after_call(m, st, ev)
+
+
+def _retried(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    att = st.attempt
+    previous = att.events[-1] if att.events else None
+    if att.number >= MAX_ATTEMPTS:
+        out.order(
+            "a second subagent_retried since the last blocker_resolved "
+            f"(attempt {MAX_ATTEMPTS} is the last)"
+        )
+    elif previous is None or previous["event"] not in FAILURES or not retryable(previous):
+        after = "nothing" if previous is None else _failure_words(previous)
+        out.order(f"subagent_retried after {after}, not a retryable failure")
+    att.events.append(ev)
+    st.attempt = m._new_attempt(step, att.number + 1)
+
+
+def _failure_words(failed: Event) -> str:
+    if failed["event"] == "subagent_failed":
+        return f"subagent_failed ({_detail(failed, 'kind')})"
+    return str(failed["event"])
+
+
+def _applied(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    att = st.attempt
+    if d.get("call_id") != att.call_id or not att.has("subagent_succeeded"):
+        out.order(
+            f"subagent_diffs_applied without subagent_succeeded of call {short(d.get('call_id'))}"
+        )
+    else:
+        _legal_after_success("subagent_diffs_applied", att, out)
+    if att.has("subagent_diffs_applied"):
+        out.order(f"a second subagent_diffs_applied in attempt {att.number}")
+    att.events.append(ev)
+
+
+def _completed(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    att = st.attempt
+    if att.open:
+        out.order(f"step_completed while call {short(att.call_id)} has no outcome")
+    elif _legal_after_success("step_completed", att, out):
+        if d.get("call_id") != att.call_id:
+            out.order(
+                f"step_completed names call {short(d.get('call_id'))}, not {short(att.call_id)}"
+            )
+        applied = _detail(att.last("subagent_diffs_applied"), "commit")
+        if d.get("commit") != applied:
+            out.order(
+                f"step_completed names commit {short(d.get('commit'))}, "
+                f"but the attempt applied {short(applied)}"
+            )
+    att.events.append(ev)
+    m.done[step], m.done_at[step] = ev, seq
+    del m.steps[step]
+
+
+def _failed(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    if st.attempt.open:
+        call = short(st.attempt.call_id)
+        out.order(f"step_failed while call {call} has no outcome")
+    st.attempt.events.append(ev)
+    st.failed, st.failed_at = ev, seq
+
+
+_RULES = {
+    "subagent_invoked": _invoked,
+    "subagent_succeeded": _outcome,
+    "subagent_failed": _outcome,
+    "subagent_retried": _retried,
+    "subagent_diffs_applied": _applied,
+    "step_completed": _completed,
+    "step_failed": _failed,
+    **dict.fromkeys(CHECK_PASSED | CHECK_FAILED, _check),
+}

@@ -1,0 +1,110 @@
+"""An in-process worker for fast orchestrator tests: it answers from a script, and a call
+the script does not expect, or an answer the run leaves unused, fails the test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from harness import orchestrator, proc
+from harness.clock import SteppingClock
+from harness.errors import Halted
+from harness.layout import Layout
+from harness.registry import Agent
+from harness.repo import Repo
+
+CLOCK = "2026-01-01T00:00:00Z"
+
+# What a scripted answer may be: a result with diffs, a result without, a failure kind.
+DIFF, NO_DIFF, TIMEOUT = "diff", "no-diff", "timeout"
+
+
+class Scripted:
+    """Answers per subtask, played in order: a dict result, or one of DIFF (a new file named
+    for the subtask and call), NO_DIFF, TIMEOUT, or a failure kind ("retryable", "hard")."""
+
+    def __init__(self, answers: dict[str, Iterable[str | dict[str, Any]]]) -> None:
+        self.answers = {sid: list(queue) for sid, queue in answers.items()}
+        self.calls: list[str] = []
+
+    def probe(self, agent: Agent, scratch: Path) -> str:
+        return "scripted 1.0.0"
+
+    def call(
+        self,
+        agent: Agent,
+        git: Repo,
+        base: str,
+        staging: Path,
+        timeouts: dict[str, float],
+        scratch: Path,
+    ) -> proc.Result:
+        _, prompt = (orjson.loads(line) for line in (staging / "stdin").read_bytes().splitlines())
+        sid = prompt["payload"]["subtask"]
+        queue = self.answers.get(sid)
+        assert queue, f"unexpected call for {sid}"
+        answer = queue.pop(0)
+        self.calls.append(sid)
+        head = {"ts": prompt["ts"], "task_id": prompt["task_id"], "agent_id": agent.id}
+        code, timed_out, line = 0, None, b""
+        if answer == TIMEOUT:
+            code, timed_out = -15, "soft"
+        elif isinstance(answer, dict) or answer in (DIFF, NO_DIFF):
+            result = answer if isinstance(answer, dict) else _result(answer, sid, len(self.calls))
+            line = orjson.dumps({**head, "status": "ok", "result": result})
+        else:
+            error = {"message": f"scripted {answer}", "kind": answer}
+            code = 1 if answer == "retryable" else 2
+            line = orjson.dumps({**head, "status": "error", "error": error})
+        (staging / "stdout.ndjson").write_bytes(line + b"\n" if line else b"")
+        return proc.Result(code, timed_out, 0.0)
+
+    def assert_used(self) -> None:
+        left = {sid: queue for sid, queue in self.answers.items() if queue}
+        assert not left, f"answers never asked for: {left}"
+
+
+def _result(kind: str, sid: str, n: int) -> dict[str, Any]:
+    diffs = []
+    if kind == DIFF:
+        path = f"src/made_{sid.lower()}_{n}.py"
+        patch = (
+            f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+            f"@@ -0,0 +1 @@\n+VALUE = {n}\n"
+        )
+        diffs.append({"file": path, "patch": patch})
+    return {"diffs": diffs, "artifacts": [], "notes": []}
+
+
+def load(root: Path, worker: Scripted, task_id: str = "demo") -> orchestrator.Task:
+    task = orchestrator.Task.load(Layout(root), task_id, SteppingClock(CLOCK))
+    task.worker = worker
+    return task
+
+
+def run(root: Path, worker: Scripted, task_id: str = "demo", resumes: int = 10) -> list[str]:
+    """Step the task in-process to completion, resuming each blocker as a person would
+    (`harness resume`), at most `resumes` times; the subtask ids each step did."""
+    task = load(root, worker, task_id)
+    done: list[str] = []
+    try:
+        while True:
+            try:
+                sid = orchestrator.step(task)
+            except Halted:
+                block = task.model.blocker
+                if block is None or resumes == 0:
+                    raise
+                resumes -= 1
+                task.log.append(
+                    "blocker_resolved", "ok", step=block.get("step"), details={"reason": "test"}
+                )
+                continue
+            if sid is None:
+                return done
+            done.append(sid)
+    finally:
+        task.git.close()

@@ -1,7 +1,9 @@
 """`harness plan draft` / `accept`: a planning agent proposes plan.json; a person promotes it.
 
 The draft is written beside the plan as plan.draft.json and never runs: `harness next` reads
-only plan.json, which `accept` writes.
+only plan.json, which `accept` writes. The planning call is kept like any exchange, in
+ai/tasks/<id>/drafts/<call_id>/: no line of the task's log names it, since the log begins
+when the task first runs.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
     )
     scratch = layout.state / "drafts" / task_id
     contain = Containment(layout, cfg)
-    contain.probe(agent, scratch / "probe")
+    version = contain.probe(agent, scratch / "probe")
     staging = exchanges.stage(scratch / "staging", call)
     timeouts = call.prompt["payload"]["timeouts"]
     ran = contain.call(agent, git, base, staging, timeouts, scratch / "worker")
@@ -78,12 +80,14 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
         "task_id": task_id,
         "subtask": "draft",
         "agent": agent.id,
+        "agent_version": version,
         "argv": agent.argv(root),
         "exit_code": ran.code,
         "timed_out": ran.timed_out,
     }
     ledger = Ledger(layout, task_id)
-    exchanges.commit(staging, layout.exchange(task_id, call.call_id), call, outcome, meta, ledger)
+    final = layout.draft_exchange(task_id, call.call_id)
+    exchanges.commit(staging, final, call, outcome, meta, ledger)
     if outcome.status != "ok":
         raise Halted(f"agent {agent.id} could not draft a plan: {outcome.message}")
     proposed = next(

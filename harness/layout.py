@@ -53,6 +53,11 @@ class Layout:
     def exchange(self, task_id: str, call_id: str) -> Path:
         return self.exchanges(task_id) / call_id
 
+    def draft_exchange(self, task_id: str, call_id: str) -> Path:
+        """A `plan draft` call: beside the plan, not among the exchanges the log names (a
+        draft is made before the task's log begins, and never runs)."""
+        return self.task_dir(task_id) / "drafts" / call_id
+
     def ledger(self, task_id: str) -> Path:
         """What harness wrote or read under ai/ for the task's next record commit."""
         return self.state / "tasks" / task_id / "ledger.ndjson"

@@ -39,8 +39,8 @@ def test_draft_then_accept(sample: Sample) -> None:
     assert sample.cli("next", "t9").returncode == 2
     assert not (sample.root / "ai/tasks/t9/progress.ndjson").exists()
     # the call is recorded like any other
-    exchanges = list((sample.root / "ai/exchanges/t9").iterdir())
-    assert len(exchanges) == 1
+    exchanges = list((sample.root / "ai/tasks/t9/drafts").iterdir())
+    assert len(exchanges) == 1 and not (sample.root / "ai/exchanges/t9").exists()
     prompt = orjson.loads((exchanges[0] / "prompt.ndjson").read_bytes())["payload"]
     assert prompt["role"] == "plan" and prompt["write_scope"] == "none"
     assert prompt["goal"] == "Add subtract"
@@ -89,3 +89,14 @@ def test_what_draft_and_accept_wrote_goes_into_the_record(sample: Sample) -> Non
     assert sample.git("status", "--porcelain", "--untracked-files=all", "--", "ai") == ""
     tracked = sample.git("ls-tree", "-r", "--name-only", "HEAD", "--", "ai/tasks/t9").split()
     assert str(PLAN) in tracked and str(DRAFT) not in tracked
+
+
+def test_a_drafted_plan_runs_and_audits_clean(sample: Sample) -> None:
+    planner(sample, proposal([subtask("T1")]))
+    assert sample.cli("plan", "draft", "t9", "--goal", "Add VALUE").returncode == 0
+    assert sample.cli("plan", "accept", "t9").returncode == 0
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert sample.cli("run", "t9").returncode == 0
+    res = sample.cli("audit", "t9")
+    assert res.returncode == 0, res.stdout
+    assert sample.cli("replay", "t9").returncode == 0

@@ -26,6 +26,7 @@ from . import (
     logview,
     orchestrator,
     personas,
+    preflight,
     recordset,
     registry,
     replay,
@@ -228,17 +229,8 @@ def cmd_plan_validate(args: argparse.Namespace) -> int:
     task_id = _task_id(args.task_id)
     plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
     agents = registry.load(layout.registry, layout.root)
-    config.load(layout.config)  # a broken ai/harness.toml is refused here, not at the first step
-    known = tokens.load(layout.tokens, layout.root)
-    now = clock.from_env().now(0)
-    problems = []
-    for sub in plan.subtasks:
-        if registry.route(agents, sub.role, sub.agent) is None:
-            problems.append(orchestrator.unroutable(sub))
-        globs = [*sub.write_scope, *sub.creates]
-        _, why = tokens.select(known, sub.token, globs, now) if globs else (None, None)
-        if why is not None:
-            problems.append(f"subtask {sub.id}: {why}")
+    # A broken ai/harness.toml is refused here, not at the first step.
+    problems = preflight.plan_problems(layout, plan, agents, clock.from_env().now(0))
     for line in problems:
         print(
             f"{layout.plan(task_id).relative_to(layout.root)}: {printable(line)}", file=sys.stderr

@@ -20,6 +20,7 @@ from . import (
     envelope,
     exchanges,
     files,
+    preflight,
     proc,
     protocol,
     registry,
@@ -118,7 +119,7 @@ class Task:
         task.token_store()
         for sub in task.plan.subtasks:
             if registry.route(task.agents, sub.role, sub.agent) is None:
-                raise InvalidInput(f"ai/agents/registry.json: {unroutable(sub)}")
+                raise InvalidInput(f"ai/agents/registry.json: {preflight.unroutable(sub)}")
         if log is None:  # a replay's own log is held to the record line by line instead
             rel = layout.rel(task.log.path)
             task.log.follow(ledger, task.git.blob_hashes(head, [rel])[rel] or EMPTY)
@@ -172,6 +173,12 @@ class Task:
         """Who answers this task's calls."""
         return self.worker or self.contain
 
+    def probe(self, agent: Agent) -> str:
+        """The agent's version (present, in range), asked once per agent per command."""
+        if agent.id not in self.probed:
+            self.probed[agent.id] = self.answering.probe(agent, self.scratch("probe"))
+        return self.probed[agent.id]
+
     def token_store(self) -> list[tokens.Token]:
         """The token store as it is now: a person may revoke a token while a task runs."""
         path = self.layout.tokens
@@ -182,12 +189,6 @@ class Task:
         path = self.layout.checklist(self.task_id)
         if not (self.ledger.holds(path, data) and files.read_untrusted(path, -1) == data):
             self.ledger.write(path, data)
-
-
-def unroutable(sub: plan_mod.Subtask) -> str:
-    if sub.agent:
-        return f"subtask {sub.id}: agent {sub.agent!r} is not in the registry"
-    return f"subtask {sub.id}: no agent in the registry takes role {sub.role!r}"
 
 
 def step(task: Task) -> str | None:
@@ -320,10 +321,7 @@ class Subtask:
         call = self.build_call(att, invoked, agent)
         if call is None:
             return False
-        folder = task.layout.exchange(task.task_id, call.call_id)
         if invoked is None:
-            if exchanges.load(folder) is None:
-                self.probe(agent, call.call_id)  # before the first call, only when one is needed
             details = {
                 "subagent": agent.id,
                 "role": sub.role,
@@ -367,13 +365,22 @@ class Subtask:
         self.log.append("step_completed", "ok", step=sub.id, details=details)
         return True
 
-    def probe(self, agent: Agent, call_id: str) -> None:
-        """Registry presence and version range, checked before the agent's first call."""
-        if self.task.recording is not None:
-            self.task.recording.unrecorded(call_id)
-        if agent.id not in self.task.probed:
-            task = self.task
-            task.probed[agent.id] = task.answering.probe(agent, task.scratch("probe"))
+    def cleared(self, ts: str, base: str) -> preflight.Cleared | None:
+        """The pre-flight before a new call (preflight.py); its problems fail the step,
+        logged with their reasons, and no call is made."""
+        task = self.task
+        checker = preflight.Checker(
+            task.agents,
+            task.token_store(),
+            ts,
+            None if task.recording is not None else task.probe,  # a replay asks no agent
+            lambda paths: task.git.blob_hashes(base, paths),
+        )
+        found = checker.subtask(self.sub)
+        if isinstance(found, list):
+            self.fail("; ".join(found), "preflight")
+            return None
+        return found
 
     def build_call(
         self, att: protocol.Attempt, invoked: Event | None, agent: Agent
@@ -387,12 +394,10 @@ class Subtask:
             if task.recording is not None:
                 task.recording.move_to_base(task)
             ts, base = task.log.now(), task.git.head()
-            token_id, why = self.choose_token(ts)
-            if why is not None:
-                # Refused before the call, with its reason in the log: a worker asked to
-                # write with no token could only have its diffs refused.
-                self.fail(why, "token")
+            cleared = self.cleared(ts, base)
+            if cleared is None:
                 return None
+            token_id = cleared.token
         hashes = task.git.blob_hashes(base, sub.inputs)
         missing = [p for p, h in hashes.items() if h is None]
         if missing:
@@ -415,17 +420,6 @@ class Subtask:
             budgets=dict(task.config.budgets),
             epoch=task.model.epoch,
         )
-
-    def choose_token(self, ts: str) -> tuple[str | None, str | None]:
-        """The write token for a new call, or why there is none; a subtask that writes
-        nothing (`"write_scope": "none"`) needs none."""
-        globs = [*self.sub.write_scope, *self.sub.creates]
-        if not globs:
-            return None, None
-        found, why = tokens.select(self.task.token_store(), self.sub.token, globs, ts)
-        if found is None or why is not None:
-            return None, f"subtask {self.sub.id}: {why}"
-        return found.id, None
 
     def previous_failure(self, att: protocol.Attempt) -> str | None:
         mine = self.task.model.step(self.sub.id)
@@ -462,7 +456,9 @@ class Subtask:
 
     def call(self, agent: Agent, call: envelope.Call, folder: Path) -> exchanges.Exchange:
         task = self.task
-        self.probe(agent, call.call_id)
+        if task.recording is not None:
+            task.recording.unrecorded(call.call_id)
+        task.probe(agent)  # also for a call resumed after a kill: its meta names the version
         staging = exchanges.stage(task.scratch("staging") / call.call_id, call)
         timeouts = call.prompt["payload"]["timeouts"]
         base = call.context["payload"]["base"]

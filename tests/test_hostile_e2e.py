@@ -154,7 +154,7 @@ def test_hostile_diff_is_refused_with_nothing_written(tmp_path: Path, case: Case
         # Entries that are not even well-typed die earlier, at the output schema.
         kind = next(e for e in events if e["event"] == "subagent_failed")["details"]["kind"]
         assert kind == "format"
-    elif "token_paths" in case.overrides and failed["details"]["phase"] == "token":
+    elif "token_paths" in case.overrides and failed["details"]["phase"] == "preflight":
         # A token that does not cover the scope is never chosen: the step fails before any
         # worker is called.
         assert "no usable token covers" in failed["error"]

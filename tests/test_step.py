@@ -264,7 +264,7 @@ def test_no_usable_token_blocks_before_the_call(sample: Sample) -> None:
     assert "subagent_invoked" not in sample.names()  # no worker was asked to write in vain
     failed = next(e for e in sample.events() if e["event"] == "step_failed")
     assert failed["error"] == "subtask T1: no usable token covers src/**"
-    assert failed["details"]["phase"] == "token"
+    assert failed["details"]["phase"] == "preflight"
     assert sample.names()[-1] == "blocker_encountered"
     status = sample.cli("status", "demo").stdout
     assert "no usable token covers src/**" in status
@@ -426,14 +426,38 @@ def test_worker_sees_only_the_allowlisted_environment(sample: Sample) -> None:
     assert failed["details"]["kind"] == "format"
 
 
-def test_registry_version_out_of_range_halts_before_any_call(sample: Sample) -> None:
+@pytest.mark.parametrize("broken", ["out of range", "missing"])
+def test_an_agent_that_cannot_run_blocks_before_any_call_logged_and_shown(
+    sample: Sample, broken: str
+) -> None:
     reg = sample.read_json("ai/agents/registry.json")
-    reg["agents"][0]["version"] = ">=99"
+    if broken == "missing":
+        reg["agents"][0]["cmd"] = "agents/no-such-cli"
+    else:
+        reg["agents"][0]["version"] = ">=99"
     sample.write_json("ai/agents/registry.json", reg)
     sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    why = "outside >=99" if broken == "out of range" else "agents/no-such-cli not found"
+    validate = sample.cli("plan", "validate", "demo")
+    assert validate.returncode == 2 and why in validate.stderr  # the same pre-flight
     res = sample.cli("next", "demo")
-    assert res.returncode == 1 and "outside >=99" in res.stderr
+    assert res.returncode == 1 and why in res.stderr
     assert "subagent_invoked" not in sample.names()
+    failed = next(e for e in sample.events() if e["event"] == "step_failed")
+    assert failed["details"]["phase"] == "preflight" and why in failed["error"]
+    assert sample.names()[-1] == "blocker_encountered"
+    status = sample.cli("status", "demo", "--json")
+    row = orjson.loads(status.stdout)["subtasks"][0]
+    assert row["status"] == "blocked" and why in row["reason"]
+    # Its twin: the agent fixed, a person resumes, and the call is made.
+    sample.write_json(
+        "ai/agents/registry.json",
+        sample.read_json("ai/agents/registry.json")
+        | {"agents": [reg["agents"][0] | {"cmd": "agents/scripted-cli", "version": ">=0.1"}]},
+    )
+    assert sample.cli("resume", "demo", "--reason", "agent fixed").returncode == 0
+    assert sample.cli("next", "demo").returncode == 0
 
 
 def test_allowlisted_secret_values_are_redacted_from_the_record(sample: Sample) -> None:

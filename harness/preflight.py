@@ -1,0 +1,125 @@
+"""Pre-flight: what must hold before a subtask's first call, checked the same way by
+`harness plan validate` (every subtask) and by `next`/`run` (the subtask about to be called,
+whose failure is logged as a step_failed in phase "preflight" and then a blocker).
+
+Each problem is one line naming the subtask. What is checked: a registry agent takes the
+subtask's role; that agent is present and its CLI's version in range (asked once per agent);
+a usable write token covers what the subtask may write ("write_scope": "none" needs none);
+and its inputs exist at the base. An input a subtask depends on another to create is checked
+only once that one is done: `plan validate` checks the inputs of subtasks with no
+dependencies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from . import config, registry, repo, tokens
+from .contain import Containment
+from .errors import HarnessError
+from .layout import Layout
+from .plan import Plan, Subtask
+from .registry import Agent
+
+Probe = Callable[[Agent], str]  # the agent's version, or HarnessError saying why not
+Hashes = Callable[[Sequence[str]], Mapping[str, str | None]]  # path -> blob sha at the base
+
+
+@dataclass(frozen=True)
+class Cleared:
+    """A subtask cleared for its call: its agent and write token (None: it writes nothing)."""
+
+    agent: Agent
+    token: str | None
+
+
+class Checker:
+    """The checks, with what they read; each agent is probed at most once."""
+
+    def __init__(
+        self,
+        agents: Sequence[Agent],
+        store: Sequence[tokens.Token],
+        now: str,
+        probe: Probe | None,
+        hashes: Hashes,
+    ) -> None:
+        self.agents, self.store, self.now = list(agents), list(store), now
+        self.probe, self.hashes = probe, hashes
+        self.probed: dict[str, str | None] = {}  # agent id -> why it cannot run, or None
+
+    def subtask(self, sub: Subtask, inputs: bool = True) -> Cleared | list[str]:
+        """The subtask cleared, or every problem found with it."""
+        agent = registry.route(self.agents, sub.role, sub.agent)
+        if agent is None:
+            return [unroutable(sub)]
+        problems = []
+        why = self.agent_problem(agent)
+        if why is not None:
+            problems.append(f"subtask {sub.id}: {why}")
+        token, why = self.token(sub)
+        if why is not None:
+            problems.append(f"subtask {sub.id}: {why}")
+        if inputs and sub.inputs:
+            missing = [p for p, h in self.hashes(sub.inputs).items() if h is None]
+            if missing:
+                problems.append(f"subtask {sub.id}: input not found: {', '.join(missing)}")
+        return problems or Cleared(agent, token)
+
+    def plan(self, plan: Plan) -> list[str]:
+        """Every problem of every subtask, in plan order."""
+        found: list[str] = []
+        for sub in plan.subtasks:
+            result = self.subtask(sub, inputs=not sub.depends_on)
+            if isinstance(result, list):
+                found += result
+        return found
+
+    def agent_problem(self, agent: Agent) -> str | None:
+        if self.probe is None:  # a replay: the calls are recorded, no agent is asked
+            return None
+        if agent.id not in self.probed:
+            try:
+                self.probe(agent)
+                self.probed[agent.id] = None
+            except HarnessError as exc:
+                self.probed[agent.id] = str(exc)
+        return self.probed[agent.id]
+
+    def token(self, sub: Subtask) -> tuple[str | None, str | None]:
+        """The write token for a new call of `sub`, or why there is none."""
+        globs = [*sub.write_scope, *sub.creates]
+        if not globs:
+            return None, None
+        found, why = tokens.select(self.store, sub.token, globs, self.now)
+        if found is None or why is not None:
+            return None, why
+        return found.id, None
+
+
+def unroutable(sub: Subtask) -> str:
+    if sub.agent:
+        return f"subtask {sub.id}: agent {sub.agent!r} is not in the registry"
+    return f"subtask {sub.id}: no agent in the registry takes role {sub.role!r}"
+
+
+def plan_problems(layout: Layout, plan: Plan, agents: Sequence[Agent], now: str) -> list[str]:
+    """`harness plan validate`'s pre-flight of every subtask: each agent asked for its
+    version in its sandbox, as `next` asks it, inputs looked up at HEAD."""
+    cfg = config.load(layout.config)
+    store = tokens.load(layout.tokens, layout.root)
+    contain = Containment(layout, cfg)
+    git = repo.Repo(layout.root)
+    try:
+        head = git.head()
+        checker = Checker(
+            agents,
+            store,
+            now,
+            lambda agent: contain.probe(agent, layout.state / "preflight"),
+            lambda paths: git.blob_hashes(head, paths),
+        )
+        return checker.plan(plan)
+    finally:
+        git.close()

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from harness import orchestrator, proc
+from harness import demo, files, orchestrator, proc
 from harness.clock import SteppingClock
 from harness.errors import Halted
 from harness.layout import Layout
@@ -77,6 +77,20 @@ def _result(kind: str, sid: str, n: int) -> dict[str, Any]:
         )
         diffs.append({"file": path, "patch": patch})
     return {"diffs": diffs, "artifacts": [], "notes": []}
+
+
+def repository(where: Path, subtasks: list[dict[str, Any]]) -> Path:
+    """The demo's repository with checks off (these tests are about the step's decisions,
+    not verification) and this plan for task demo."""
+    root = where / "repo"
+    files.wipe(root)
+    root.mkdir(parents=True)
+    demo.build(root)
+    layout = Layout(root)
+    layout.config.write_text('[identity]\nname = "harness"\nemail = "harness@example.invalid"\n')
+    doc = {"task_id": "demo", "created": "2026-01-01T00:00:00Z", "subtasks": subtasks}
+    layout.plan("demo").write_bytes(orjson.dumps(doc))
+    return root
 
 
 def load(root: Path, worker: Scripted, task_id: str = "demo") -> orchestrator.Task:

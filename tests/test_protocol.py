@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import demo, files, protocol
+from harness import protocol
 from harness.layout import Layout
 
 from .builders import FAST
-from .scripted import DIFF, NO_DIFF, TIMEOUT, Scripted, run
+from .scripted import DIFF, NO_DIFF, TIMEOUT, Scripted, repository, run
 
 Event = dict[str, Any]
 
@@ -165,19 +165,6 @@ def plans(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
             draw(st.sampled_from([DIFF, NO_DIFF])),
         ]
     return subtasks, answers
-
-
-def repository(where: Path, subtasks: list[dict[str, Any]]) -> Path:
-    """The demo's repository with checks off (this is about order, not verification)."""
-    root = where / "repo"
-    files.wipe(root)
-    root.mkdir(parents=True)
-    demo.build(root)
-    layout = Layout(root)
-    layout.config.write_text('[identity]\nname = "harness"\nemail = "harness@example.invalid"\n')
-    doc = {"task_id": "demo", "created": "2026-01-01T00:00:00Z", "subtasks": subtasks}
-    layout.plan("demo").write_bytes(orjson.dumps(doc))
-    return root
 
 
 def mutations(events: list[Event]) -> list[tuple[str, list[Event]]]:

@@ -16,7 +16,7 @@ class Halted(HarnessError):
 
 
 class InvalidInput(HarnessError):
-    """A file or an argument is wrong; nothing was changed."""
+    """A file or an argument is wrong; refused before the work it concerns (README: exit 2)."""
 
     exit_code = 2
 

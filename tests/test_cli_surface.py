@@ -1,0 +1,156 @@
+"""The command line as README documents it: Ctrl-C, `demo --repo`, `--json` on reading commands."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from harness import files
+
+from .conftest import CLOCK, Sample, calc_patch, ok, subtask
+
+
+def document(res: subprocess.CompletedProcess[str]) -> Any:
+    """The one JSON document a --json command printed, checked to be in its stable form."""
+    doc = orjson.loads(res.stdout)
+    assert res.stdout == files.pretty(doc).decode()  # sorted keys, one layout
+    return doc
+
+
+# -- Ctrl-C ----------------------------------------------------------------------------------
+
+
+def test_ctrl_c_during_a_call_exits_130_with_one_line_and_the_next_run_goes_on(
+    sample: Sample,
+) -> None:
+    sample.write_plan([subtask("T1")])
+    slow = ok("T1", ("src/calc.py", calc_patch())) | {"sleep_s": 60}
+    sample.write_script([slow])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "next", "demo", "--repo", str(sample.root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HARNESS_CLOCK": CLOCK},
+    )
+    assert proc.stderr is not None
+    assert proc.stderr.readline() == "T1: scripted working as localized-impl\n"
+    time.sleep(1)  # the worker is asleep in its sandbox
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err == "harness: interrupted; run the command again to go on\n"
+    assert out == ""
+    # Nothing half-written: the log holds whole lines up to the call, the tree is untouched,
+    # and the worker is gone with harness.
+    assert sample.names() == ["task_started", "subagent_invoked"]
+    assert sample.status_outside_ai() == ""
+    alive = subprocess.run(["pgrep", "-f", str(sample.script)], capture_output=True, check=False)
+    assert alive.stdout == b""
+
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    again = sample.cli("next", "demo")
+    assert again.returncode == 0, again.stderr
+    invoked = [e for e in sample.events() if e["event"] == "subagent_invoked"]
+    assert len(invoked) == 1  # the interrupted call is made again under the same call_id
+    assert sample.names()[-1] == "step_completed"
+    audit = sample.cli("audit", "demo")
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+# -- demo --repo -----------------------------------------------------------------------------
+
+
+def demo_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_CLOCK"}
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", "demo", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_demo_builds_its_repository_where_repo_says(tmp_path: Path) -> None:
+    where = tmp_path / "new" / "calc"
+    res = demo_cli("--repo", str(where))
+    assert res.returncode == 0, res.stderr
+    assert f"sample repository: {where}" in res.stdout
+    assert (where / "ai/tasks/demo/progress.ndjson").is_file()
+
+
+def test_demo_refuses_two_different_folders(tmp_path: Path) -> None:
+    res = demo_cli("--repo", str(tmp_path / "a"), "--dir", str(tmp_path / "b"))
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "give one folder" in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- --json on plan show, tokens list, registry check ---------------------------------------
+
+
+def test_plan_show_json_lists_the_subtasks_in_run_order(sample: Sample) -> None:
+    sample.write_plan(
+        [
+            subtask("T2", depends_on=["T1"], goal="second"),
+            subtask("T1", goal="first"),
+        ]
+    )
+    res = sample.cli("plan", "show", "demo", "--json")
+    assert res.returncode == 0, res.stderr
+    assert document(res) == {
+        "task_id": "demo",
+        "subtasks": [
+            {"id": "T1", "role": "localized-impl", "goal": "first", "depends_on": []},
+            {"id": "T2", "role": "localized-impl", "goal": "second", "depends_on": ["T1"]},
+        ],
+    }
+
+
+def test_tokens_list_json_says_whether_each_token_is_usable(sample: Sample) -> None:
+    res = sample.cli("tokens", "list", "--json")
+    assert res.returncode == 0, res.stderr
+    w1 = {
+        "id": "W1",
+        "paths": ["src/**", "tests/**", "docs/**"],
+        "expires": "2026-01-02T00:00:00Z",
+        "one_shot": False,
+        "revoked": False,
+        "spent": None,
+        "usable": True,
+        "why": None,
+    }
+    assert document(res) == {"tokens": [w1]}
+    assert sample.cli("tokens", "revoke", "W1").returncode == 0
+    res = sample.cli("tokens", "list", "--json")
+    revoked = w1 | {"revoked": True, "usable": False, "why": "token W1 is revoked"}
+    assert document(res) == {"tokens": [revoked]}
+
+
+def test_registry_check_json_names_each_agent_and_fails_like_the_table(sample: Sample) -> None:
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"].append(dict(reg["agents"][0], id="ghost", cmd="agents/missing-cli"))
+    sample.write_json("ai/agents/registry.json", reg)
+    res = sample.cli("registry", "check", "--json")
+    assert res.returncode == 1, res.stderr
+    doc = document(res)
+    assert doc["ok"] is False
+    good, ghost = doc["agents"]
+    assert (good["id"], good["ok"], good["wanted"], good["error"]) == (
+        "scripted",
+        True,
+        ">=0.1",
+        None,
+    )
+    assert isinstance(good["version"], str) and good["version"]
+    assert (ghost["id"], ghost["ok"], ghost["version"]) == ("ghost", False, None)
+    assert "agents/missing-cli not found" in ghost["error"]

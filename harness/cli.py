@@ -231,14 +231,19 @@ def cmd_plan_validate(args: argparse.Namespace) -> int:
     agents = registry.load(layout.registry, layout.root)
     # A broken ai/harness.toml is refused here, not at the first step.
     problems = preflight.plan_problems(layout, plan, agents, clock.from_env().now(0))
+    order = [s.id for s in plan_mod.order(plan)] if not problems else []
+    if args.json:
+        _print_json(
+            {"task_id": task_id, "valid": not problems, "problems": problems, "order": order}
+        )
+        return 2 if problems else 0
     for line in problems:
         print(
             f"{layout.plan(task_id).relative_to(layout.root)}: {printable(line)}", file=sys.stderr
         )
     if problems:
         return 2
-    order = " -> ".join(s.id for s in plan_mod.order(plan))
-    print(f"plan {task_id} is valid: {len(plan.subtasks)} subtasks, order {order}")
+    print(f"plan {task_id} is valid: {len(plan.subtasks)} subtasks, order {' -> '.join(order)}")
     return 0
 
 
@@ -384,8 +389,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Whether untrusted commands can be contained on this machine, and why not."""
     found = sandbox.diagnose()
-    for name, value in found.items():
-        print(f"{name}: {printable(value)}")
+    if args.json:
+        _print_json(found)
+    else:
+        for name, value in found.items():
+            print(f"{name}: {printable(value)}")
     return 0 if found["sandbox"] == "works" else 1
 
 
@@ -548,7 +556,9 @@ def _parser() -> argparse.ArgumentParser:
     add("revoke", cmd_tokens_revoke, "revoke a write token", tok).add_argument("token_id")
 
     pl = sub.add_parser("plan", help="plans").add_subparsers(dest="sub", required=True)
-    add("validate", cmd_plan_validate, "check a plan", pl).add_argument("task_id")
+    p = add("validate", cmd_plan_validate, "check a plan and its pre-flight", pl)
+    p.add_argument("task_id")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p = add("show", cmd_plan_show, "print a plan in run order", pl)
     p.add_argument("task_id")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -606,7 +616,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--subtask", help="only this subtask's events")
     p.add_argument("--json", action="store_true", help="the events as JSON lines")
 
-    add("doctor", cmd_doctor, "whether the sandbox works on this machine, and why not")
+    p = add("doctor", cmd_doctor, "whether the sandbox works on this machine, and why not")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p = add("demo", cmd_demo, "run a sample task offline with the scripted worker")
     p.add_argument("--dir", help="where to build the sample repository, like --repo")
     return parser

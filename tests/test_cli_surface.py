@@ -154,3 +154,29 @@ def test_registry_check_json_names_each_agent_and_fails_like_the_table(sample: S
     assert isinstance(good["version"], str) and good["version"]
     assert (ghost["id"], ghost["ok"], ghost["version"]) == ("ghost", False, None)
     assert "agents/missing-cli not found" in ghost["error"]
+
+
+def test_plan_validate_json_gives_the_order_or_every_problem(sample: Sample) -> None:
+    sample.write_plan([subtask("T1"), subtask("T2", depends_on=["T1"])])
+    res = sample.cli("plan", "validate", "demo", "--json")
+    assert res.returncode == 0, res.stderr
+    assert orjson.loads(res.stdout) == {
+        "order": ["T1", "T2"],
+        "problems": [],
+        "task_id": "demo",
+        "valid": True,
+    }
+    sample.write_json("ai/agents/write_tokens.json", {"tokens": []})
+    res = sample.cli("plan", "validate", "demo", "--json")
+    doc = orjson.loads(res.stdout)
+    assert res.returncode == 2 and doc["valid"] is False and doc["order"] == []
+    assert doc["problems"] == [
+        "subtask T1: no usable token covers src/**",
+        "subtask T2: no usable token covers src/**",
+    ]
+
+
+def test_doctor_json_is_one_document(sample: Sample) -> None:
+    res = sample.cli("doctor", "--json")
+    doc = orjson.loads(res.stdout)
+    assert doc["sandbox"] == "works" and res.returncode == 0

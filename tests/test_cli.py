@@ -373,7 +373,7 @@ def status_json(sample: Sample) -> dict[str, Any]:
     assert doc["uncontained_events"] == 0
     assert doc["task_id"] == "demo"
     for row in doc["subtasks"]:
-        assert set(row) == {"id", "role", "status", "commit", "call_id", "unverified"}
+        assert set(row) == {"id", "role", "status", "reason", "commit", "call_id", "unverified"}
     assert [(r["id"], r["role"]) for r in doc["subtasks"]] == ROWS
     return doc
 

@@ -6,49 +6,32 @@ never per event. progress.Log is not used: it loads every event and stops at the
 problem, where here every problem is a finding and the audit goes on.
 
 git does its share in bulk and in parallel, started before the log is read: the diff
-against the last harness commit and the untracked files, the exchange files' contents (one
-`git cat-file --batch`, where the working tree is proved equal to that commit: one read
-per file at git's speed instead of a Python open() per file), and the task's subtask
-commits, oldest first, read in step with the log that names them in the same order.
+against the last harness commit and the untracked files, the exchange files' contents
+(audit_exchanges), and the task's subtask commits, oldest first, read in step with the log
+that names them in the same order (audit_commits). The plan is read one subtask at a time
+(planstream).
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
-import tempfile
-from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import fastjsonschema
 import ijson
-import orjson
 
-from . import exchanges, files, progress, protocol, repo, schemas, scope, tokens
+from . import files, planstream, progress, protocol, repo, schemas, scope, tokens
+from .audit_commits import Commits
+from .audit_exchanges import ExchangeAudit
 from .errors import InvalidInput
+from .findings import Finding, Findings
 from .layout import Layout
-from .printable import printable
 from .protocol import short
 
 _Event = dict[str, Any]
-
-# Findings of one kind shown before the rest of that kind are only counted: a log broken
-# early must not bury the other findings under thousands of lines.
-_CAP = 20
-_SHORT = 12
-_REGULAR = (b"100644", b"100755")
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _NO_DETAILS: dict[str, Any] = {}
-
-
-@dataclass(frozen=True)
-class Finding:
-    seq: int | None  # the log line it concerns, None when not tied to a line
-    reason: str
 
 
 @dataclass
@@ -72,130 +55,18 @@ def audit(layout: Layout, task_id: str) -> Report:
     return _Audit(layout, task_id).run()
 
 
-class _Findings:
-    def __init__(self) -> None:
-        self.shown: list[Finding] = []
-        self.counts: Counter[str] = Counter()
-
-    def add(self, kind: str, seq: int | None, reason: str | Callable[[], str]) -> None:
-        """Record a finding; `reason` may be a callable where wording it is costly."""
-        self.counts[kind] += 1
-        if self.counts[kind] <= _CAP:
-            text = reason if isinstance(reason, str) else reason()
-            # Log values are anyone's text: a finding stays one printable line.
-            self.shown.append(Finding(seq, printable(text)))
-
-    def result(self) -> list[Finding]:
-        shown = sorted(self.shown, key=lambda f: (f.seq is None, f.seq or 0, f.reason))
-        more = [
-            Finding(None, f"{n - _CAP} more {kind} findings not shown")
-            for kind, n in sorted(self.counts.items())
-            if n > _CAP
-        ]
-        return shown + more
-
-
-class _Commits:
-    """The task's subtask commits reachable from HEAD, oldest first, as the log names them.
-
-    Harness makes each commit just before the subagent_diffs_applied naming it, so the two
-    come in the same order and one pass matches them; a commit met early is kept aside.
-    """
-
-    def __init__(self, git: repo.Repo) -> None:
-        self.git = git
-        self.head: str | None = None
-        self.listing: repo.Spool | None = None
-        self.records: Iterator[bytes] | None = None
-        self.aside: dict[str, dict[str, str]] = {}
-        self.lookups = 0
-
-    def start(self, stack: ExitStack, task_id: str, head: str | None) -> None:
-        self.head = head
-        if head is not None:
-            self.listing = self.git.spool(
-                stack,
-                "log",
-                "-z",
-                "--reverse",
-                "--topo-order",
-                "--format=%H%x00%B",
-                "--all-match",
-                "-F",
-                "--grep=Harness-Call-Id: ",
-                f"--grep=Harness-Task: {task_id}",
-                head,
-            )
-
-    def trailers(self, commit: str) -> dict[str, str] | str:
-        """The commit's Harness trailers, or why it is not a commit of this record."""
-        if commit in self.aside:
-            return self.aside.pop(commit)
-        if self.records is None:
-            self.records = repo.split(self.listing.result()) if self.listing else iter(())
-        for sha in self.records:
-            found = repo.trailers(next(self.records, b"").decode("utf-8", "replace"))
-            if sha.decode() == commit:
-                return found
-            self.aside[sha.decode()] = found
-        return self.elsewhere(commit)
-
-    def elsewhere(self, commit: str) -> dict[str, str] | str:
-        """Ask git about a commit outside the listing; a few times only, a process each."""
-        self.lookups += 1
-        if self.head is None:
-            return "cannot be on HEAD: the repository has no commits"
-        if self.lookups > _CAP:
-            return f"is no commit of this task reachable from {self.head[:_SHORT]}"
-        if self.git.try_git("cat-file", "-e", f"{commit}^{{commit}}")[0] != 0:
-            return "does not exist"
-        if self.git.try_git("merge-base", "--is-ancestor", commit, self.head)[0] != 0:
-            return "is not an ancestor of HEAD"
-        return repo.trailers(self.git.try_git("log", "-1", "--format=%B", commit)[1])
-
-
-# -- the plan --------------------------------------------------------------------------------
-
-
-def _plan_members(fh: IO[bytes]) -> Iterator[tuple[str | None, Any]]:
-    """plan.json's top-level members as (key, value), except that each element of
-    `subtasks` comes alone as (None, element): the whole plan as Python objects costs
-    about 1.4 KB per subtask, which the audit of a large task must not spend at once."""
-    builder: ijson.ObjectBuilder | None = None
-    at = ""  # the prefix of the value being built
-    for prefix, event, value in ijson.parse(fh, use_float=True):
-        if builder is not None:
-            builder.event(event, value)
-            if prefix == at and event in ("end_map", "end_array"):
-                yield (None if at == "subtasks.item" else at), builder.value
-                builder = None
-        elif prefix == "":
-            if event not in ("start_map", "end_map", "map_key"):
-                raise ValueError("plan.json is not a JSON object")
-        elif prefix == "subtasks" and event in ("start_array", "end_array"):
-            if event == "start_array":
-                yield "subtasks", []
-        elif event in ("start_map", "start_array"):
-            builder, at = ijson.ObjectBuilder(), prefix
-            builder.event(event, value)
-        else:
-            yield (None if prefix == "subtasks.item" else prefix), value
-
-
 # -- the audit -------------------------------------------------------------------------------
 
 
 class _Audit:
     def __init__(self, layout: Layout, task_id: str) -> None:
         self.layout, self.task_id = layout, task_id
-        self.found = _Findings()
+        self.found = Findings()
         self.add = self.found.add
         self.git = repo.Repo(layout.root)
-        self.commits = _Commits(self.git)
-        self.tasks_dir, self.exchanges_dir = (
-            d.relative_to(layout.root).as_posix()
-            for d in (layout.task_dir(task_id), layout.exchanges(task_id))
-        )
+        self.commits = Commits(self.git, task_id, self.found)
+        self.exchanges = ExchangeAudit(layout, task_id, self.git, self.found)
+        self.tasks_dir = layout.rel(layout.task_dir(task_id))
         # Subtask id -> the globs its token must cover; None when the plan is unreadable.
         self.scopes: dict[str, tuple[str, ...]] | None = None
         self.needs: dict[str, tuple[str, ...]] | None = None  # subtask id -> its depends_on
@@ -213,19 +84,19 @@ class _Audit:
             self.git.close()
 
     def check(self) -> Report:
-        code, out, _ = self.git.try_git("rev-parse", "--verify", "-q", "HEAD^{commit}")
-        head = out.strip() if code == 0 else None
+        try:
+            head: str | None = self.git.head()
+        except InvalidInput:
+            head = None
         anchor, recorded = self.anchor(head)
         with ExitStack() as stack:
             diff = untracked = blobs = None
             if anchor is not None:
-                paths = (f"{self.tasks_dir}/", f"{self.exchanges_dir}/")
-                diff = self.git.spool(
-                    stack, "diff", "--name-only", "-z", "--no-renames", anchor, "--", *paths
-                )
-                untracked = self.git.spool(stack, "ls-files", "--others", "-z", "--", *paths)
-                blobs = self.exchange_blobs(stack, anchor)
-            self.commits.start(stack, self.task_id, head)
+                paths = (f"{self.tasks_dir}/", f"{self.exchanges.rel}/")
+                diff = self.git.working_changes(stack, anchor, paths)
+                untracked = self.git.untracked(stack, paths)
+                blobs = self.exchanges.blobs(stack, anchor)
+            self.commits.start(stack, head)
             self.read_plan()
             self.read_tokens()
             # Every commit of the task names a line of the log, not only the last one: a log
@@ -234,20 +105,15 @@ class _Audit:
                 self.add(
                     "record",
                     None,
-                    f"log head {log_head[:_SHORT]} recorded by commit {short(recorded[log_head])} "
+                    f"log head {short(log_head)} recorded by commit {short(recorded[log_head])} "
                     "is no line of the log: it was truncated or rewritten",
                 )
-            dirty: set[str] = set()
             if diff is not None and untracked is not None and blobs is not None:
                 dirty = self.differences(str(anchor), diff, "differs from")
                 dirty |= self.differences(str(anchor), untracked, "is not in")
-                self.exchanges_in_git(blobs.result(), dirty)
-            else:
-                folder = self.layout.exchanges(self.task_id)
-                dirty = set(os.listdir(folder)) if folder.is_dir() else set()
-            self.exchanges_on_disk(dirty)
-        for call, (seq, _) in sorted(self.model.calls.items(), key=lambda kv: kv[1][0]):
-            self.add("exchange", seq, f"exchange {call[:_SHORT]} is missing")
+                self.exchanges.check(self.model.calls, blobs.result(), dirty)
+            else:  # no harness commit: every exchange folder is read from disk
+                self.exchanges.check(self.model.calls, None, set())
         self.check_spent()
         return Report(self.task_id, self.events, self.found.result())
 
@@ -267,18 +133,18 @@ class _Audit:
             return None, {}
         sha, found = commits[0]
         if "Harness-Log-Head" not in found:
-            self.add("record", None, f"commit {sha[:_SHORT]} carries no Harness-Log-Head")
+            self.add("record", None, f"commit {short(sha)} carries no Harness-Log-Head")
         heads = {t["Harness-Log-Head"]: c for c, t in reversed(commits) if "Harness-Log-Head" in t}
         return sha, heads
 
     def differences(self, anchor: str, spool: repo.Spool, how: str) -> set[str]:
         """Report the files git listed as differing from the last harness commit; return
         the exchange folders they are in, whose files must be read from disk, not git."""
-        prefix = self.exchanges_dir + "/"
+        prefix = self.exchanges.rel + "/"
         dirty = set()
         for raw in repo.split(spool.result()):
             path = raw.decode("utf-8", "surrogateescape")
-            self.add("record", None, f"{path} {how} the last harness commit {anchor[:_SHORT]}")
+            self.add("record", None, f"{path} {how} the last harness commit {short(anchor)}")
             if path.startswith(prefix):
                 dirty.add(path[len(prefix) :].partition("/")[0])
         return dirty
@@ -299,7 +165,7 @@ class _Audit:
         first: list[Any] = []
         try:
             with path.open("rb") as fh:
-                for key, value in _plan_members(fh):
+                for key, value in planstream.members(fh):
                     if key is not None:
                         head[key] = value
                         continue
@@ -380,7 +246,7 @@ class _Audit:
 
     def applied(self, i: int, ev: _Event, step: str, d: dict[str, Any]) -> None:
         call, commit, token = d.get("call_id"), d.get("commit"), d.get("token")
-        self.check_commit(i, ev, step, call, commit)
+        self.commits.check(i, ev, step, call, commit)
         invoked = self.model.attempt(step).invoked
         expected = None if invoked is None else invoked.get("details", _NO_DETAILS).get("token")
         if token != expected:
@@ -398,30 +264,7 @@ class _Audit:
             else:
                 self.shots[token] = (i, str(call), str(commit))
 
-    # -- commits and tokens ------------------------------------------------------------------
-
-    def check_commit(self, i: int, ev: _Event, step: str, call: object, commit: object) -> None:
-        if not isinstance(commit, str) or not _HEX40.match(commit):
-            self.add("commit", i, f"details.commit {commit!r} is not a commit id")
-            return
-        found = self.commits.trailers(commit)
-        if isinstance(found, str):
-            self.add("commit", i, f"commit {commit[:_SHORT]} {found}")
-            return
-        wanted = {
-            "Harness-Task": self.task_id,
-            "Harness-Subtask": step,
-            "Harness-Call-Id": call,
-            "Harness-Log-Head": ev["prev"],
-        }
-        for key, value in wanted.items():
-            if found.get(key) != value:
-                self.add(
-                    "commit",
-                    i,
-                    f"commit {commit[:_SHORT]} has {key}: {short(found.get(key, 'none'))}, "
-                    f"not {short(value)}",
-                )
+    # -- tokens ------------------------------------------------------------------------------
 
     def use_token(self, i: int, ev: _Event, step: str, token_id: object, what: str) -> None:
         """The token existed, covered the subtask and had not expired when it was used."""
@@ -491,134 +334,12 @@ class _Audit:
                     "token",
                     None,
                     f"one-shot token {token.id} is marked spent by call "
-                    f"{mark['call_id'][:_SHORT]}, which this log never applied",
+                    f"{short(mark['call_id'])}, which this log never applied",
                 )
             elif (mark["call_id"], mark["commit"]) != used[1:]:
                 self.add(
                     "token",
                     used[0],
                     f"one-shot token {token.id} is marked spent by commit "
-                    f"{mark['commit'][:_SHORT]}, not {used[2][:_SHORT]}",
+                    f"{short(mark['commit'])}, not {short(used[2])}",
                 )
-
-    # -- exchanges ---------------------------------------------------------------------------
-
-    def exchange_blobs(self, stack: ExitStack, anchor: str) -> repo.Spool:
-        """Every exchange file at `anchor` but the verify/ evidence (which no hash covers), as
-        `<type> <size> <mode> <path>` then its content, from one `git cat-file --batch`."""
-        prefix = f"{self.exchanges_dir}/"
-        listing = self.git.spool(stack, "ls-tree", "-r", "-z", anchor, "--", prefix).result()
-        requests = stack.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 -- the stack closes it
-        for entry in repo.split(listing):
-            info, _, path = entry.partition(b"\t")
-            mode, _, obj = info.split(b" ", 2)
-            inner = path[len(prefix) :].split(b"/")
-            if b"\n" in path:
-                self.add("exchange", None, f"{path!r} is no path harness writes")
-            elif len(inner) < 3 or inner[1] != exchanges.VERIFY.encode():
-                requests.write(b"%s %s %s\n" % (obj, mode, path))
-        requests.seek(0)
-        return self.git.spool(
-            stack, "cat-file", "--batch=%(objecttype) %(objectsize) %(rest)", stdin=requests
-        )
-
-    def exchanges_in_git(self, blobs: IO[bytes], dirty: set[str]) -> None:
-        """Each folder git holds, but those the working tree changed, as exchanges.load
-        would judge it; git lists a folder's files together, so one folder at a time."""
-        prefix = len(self.exchanges_dir) + 1
-        current, meta, hashes = "", None, dict[str, str]()
-        for header in blobs:
-            fields = header.rstrip(b"\n").split(b" ", 3)
-            if len(fields) != 4:  # "<object> missing": no content follows
-                self.add(
-                    "exchange",
-                    None,
-                    f"git lacks object {fields[0][:_SHORT].decode()} of an exchange",
-                )
-                continue
-            _, size, mode, path = fields
-            data = blobs.read(int(size))
-            blobs.read(1)  # the newline after the content
-            name, _, inner = path.decode("utf-8", "surrogateescape")[prefix:].partition("/")
-            if name != current:
-                if current and current not in dirty:
-                    self.exchange(current, meta, hashes)
-                current, meta, hashes = name, None, {}
-            if name in dirty:
-                continue
-            if not inner:
-                self.add("exchange", None, f"{self.exchanges_dir}/{name} is not an exchange folder")
-                current = ""
-            elif mode not in _REGULAR:
-                hashes[inner] = f"not a regular file (mode {mode.decode()})"
-            elif inner == exchanges.META:
-                meta = data
-            elif inner.partition("/")[0] != exchanges.VERIFY:
-                hashes[inner] = hashlib.sha256(data).hexdigest()
-        if current and current not in dirty:
-            self.exchange(current, meta, hashes)
-
-    def exchanges_on_disk(self, names: set[str]) -> None:
-        folder = self.layout.exchanges(self.task_id)
-        for name in sorted(names):
-            path = folder / name
-            if path.is_dir():
-                meta = path / exchanges.META
-                data = meta.read_bytes() if meta.is_file() else None
-                self.exchange(name, data, exchanges.file_hashes(path))
-            elif path.exists():
-                self.add("exchange", None, f"{self.exchanges_dir}/{name} is not an exchange folder")
-
-    def exchange(self, name: str, meta: bytes | None, hashes: dict[str, str]) -> None:
-        """One exchange folder against the call the log made."""
-        entry = self.model.calls.pop(name, None)
-        if entry is None:
-            self.add(
-                "exchange", None, f"exchange folder {name[:_SHORT]} is named by no subagent_invoked"
-            )
-            return
-        seq, said = entry
-        recorded = _recorded_outcome(name, meta, hashes)
-        if isinstance(recorded, str):
-            self.add("exchange", seq, f"exchange {name[:_SHORT]}: {recorded}")
-            return
-        status, kind = recorded.get("status"), recorded.get("kind")
-        if said == "ok" and status != "ok":
-            self.add(
-                "exchange",
-                seq,
-                f"exchange {name[:_SHORT]} failed ({kind}), but the log says it succeeded",
-            )
-        elif said not in ("", "ok") and (status, kind) != ("error", said):
-            outcome = "succeeded" if status == "ok" else f"failed ({kind})"
-            self.add(
-                "exchange",
-                seq,
-                f"exchange {name[:_SHORT]} {outcome}, but the log says it failed ({said})",
-            )
-
-
-def _recorded_outcome(
-    name: str, meta: bytes | None, hashes: dict[str, str]
-) -> dict[str, Any] | str:
-    """The outcome meta.json records, or what is wrong with the folder (as exchanges.load
-    judges it: meta.json schema-valid, naming the folder, hashing every file but itself and
-    verify/)."""
-    if meta is None:
-        return "meta.json is missing"
-    try:
-        doc = orjson.loads(meta)
-    except orjson.JSONDecodeError:
-        return "meta.json is not JSON"
-    try:
-        schemas.fast_validator("exchange-meta")(doc)
-    except fastjsonschema.JsonSchemaException:
-        return f"meta.json: {schemas.problem('exchange-meta', doc)}"
-    if doc["call_id"] != name:
-        return f"meta.json names call {doc['call_id'][:_SHORT]}"
-    listed: dict[str, str] = doc.get("files", {})
-    if listed != hashes:
-        wrong = sorted(p for p in listed.keys() | hashes.keys() if listed.get(p) != hashes.get(p))
-        return f"files do not match meta.json: {', '.join(wrong[:5])}"
-    outcome: dict[str, Any] = doc["outcome"]
-    return outcome

@@ -82,7 +82,7 @@ class Containment:
         so a call costs the change, not the size of the repository. A marker beside it names
         what it holds; it is removed before any change and written after, so a copy left
         half-moved by a crash is rebuilt whole."""
-        tree = git.git("rev-parse", f"{base}^{{tree}}").strip()
+        tree = git.tree_of(base)
         visible = list(self.config.visible)
         marker = _held(folder)
         held = orjson.loads(marker.read_bytes()) if marker.is_file() else None

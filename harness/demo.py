@@ -190,7 +190,7 @@ def run(where: Path | None, cli: Callable[[list[str]], int]) -> int:
     code = cli(["run", "demo", "--repo", str(root)])
     print("\ncommits:")
     git = repo.Repo(root)
-    print(git.git("log", "--format=%h %s", "main").rstrip())
+    print(git.summary("main").rstrip())
     git.close()
     print(f"\nlog: {Layout(root).log('demo')}")
     print(f"exchanges: {Layout(root).exchanges('demo')}\n")

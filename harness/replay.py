@@ -164,21 +164,19 @@ class Recording:
         base = _commit_id(expected["details"].get("base"))
         if base == head:
             return
-        between = git.try_git("rev-list", "--format=%B", f"{head}..{base}")
-        if git.try_git("merge-base", "--is-ancestor", head, base)[0] != 0 or between[0] != 0:
+        if not git.is_ancestor(head, base):
             raise Diverged(
                 len(self.log.events),
                 f"a call on base {base[:12]}",
                 f"HEAD {head[:12]}, which that base does not descend from",
             )
-        if "Harness-Call-Id:" in between[1]:
+        if git.find_commit("Harness-Call-Id", "", head, base) is not None:
             raise Diverged(
                 len(self.log.events),
                 f"a call on base {base[:12]}",
                 f"subtask commits between HEAD {head[:12]} and that base",
             )
-        paths = git.git("diff", "--name-only", "-z", "--no-renames", head, base).split("\0")
-        outside = [p for p in paths if p and not p.startswith("ai/")]
+        outside = [p for p in git.changed_between(head, base) if not p.startswith("ai/")]
         git.advance(git.branch(), base, head)
         if outside:
             git.sync(base, outside)
@@ -201,7 +199,7 @@ def replay(layout: Layout, task_id: str, verify: bool) -> Result:
     source = repo.Repo(layout.root)
     try:
         base = _commit_id(invoked[0]["details"].get("base")) if invoked else source.head()
-        if source.try_git("cat-file", "-e", f"{base}^{{commit}}")[0] != 0:
+        if not source.exists(base):
             raise InvalidInput(f"the recorded base {base[:12]} is not in this clone")
         inputs = Inputs(layout, source, task_id, recorded, last_line)
     finally:
@@ -368,12 +366,12 @@ def _scratch(source: Path, base: str) -> Iterator[Path]:
     try:
         git = repo.Repo(source)
         try:
-            git.git("clone", "-q", "--shared", "--no-checkout", str(source), str(root))
+            git.clone_shared(root)
         finally:
             git.close()
         scratch = repo.Repo(root)
         try:
-            scratch.git("checkout", "-q", "-b", "harness-replay", base)
+            scratch.checkout_new_branch("harness-replay", base)
         finally:
             scratch.close()
         yield root

@@ -165,6 +165,26 @@ class Repo:
                 found[path] = len(text.splitlines())
         return found
 
+    def exists(self, commit: str) -> bool:
+        """Whether `commit` names a commit the repository holds."""
+        return self.try_git("cat-file", "-e", f"{commit}^{{commit}}")[0] == 0
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """Whether `older` is `newer` or one of its ancestors (False when either is unknown)."""
+        return self.try_git("merge-base", "--is-ancestor", older, newer)[0] == 0
+
+    def message(self, commit: str) -> str:
+        """The commit's message; "" when git cannot read it."""
+        return self.try_git("log", "-1", "--format=%B", commit)[1]
+
+    def tree_of(self, commit: str) -> str:
+        """The id of the commit's tree."""
+        return self.git("rev-parse", f"{commit}^{{tree}}").strip()
+
+    def summary(self, ref: str) -> str:
+        """The commits up to `ref`, newest first, one line each: short id and subject."""
+        return self.git("log", "--format=%h %s", ref)
+
     def tree_without(self, commit: str, top: str) -> str:
         """The commit's top-level tree listing without the entry `top`, as a cache key."""
         listing = self.git("ls-tree", "-z", commit).split("\0")
@@ -207,6 +227,23 @@ class Repo:
         ]
         return [(sha, found) for sha, found in pairs if found.get("Harness-Task") == task_id]
 
+    def task_commit_listing(self, stack: ExitStack, task_id: str, head: str) -> Spool:
+        """The task's subtask commits (those carrying a Harness-Call-Id) up to `head`, oldest
+        first and parents before children, as NUL-separated records: id, then message."""
+        return self.spool(
+            stack,
+            "log",
+            "-z",
+            "--reverse",
+            "--topo-order",
+            "--format=%H%x00%B",
+            "--all-match",
+            "-F",
+            "--grep=Harness-Call-Id: ",
+            f"--grep=Harness-Task: {task_id}",
+            head,
+        )
+
     def commits_touching(self, path: str, head: str = "HEAD") -> list[str]:
         """The commits up to `head` that changed `path`, newest first."""
         code, out, _ = self.try_git("log", "--format=%H", head, "--", path)
@@ -217,25 +254,46 @@ class Repo:
         out = self.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
         return sorted({entry[3:] for entry in out.split("\0") if len(entry) > 3})
 
-    def find_commit(self, trailer: str, value: str, since: str) -> str | None:
-        """The newest commit after `since` (exclusive) up to HEAD carrying the trailer."""
-        out = self.git("log", "--format=%H", "-F", f"--grep={trailer}: {value}", f"{since}..HEAD")
+    def find_commit(self, trailer: str, value: str, since: str, until: str = "HEAD") -> str | None:
+        """The newest commit after `since` (exclusive) up to `until` whose message holds
+        `<trailer>: <value>`."""
+        out = self.git(
+            "log", "--format=%H", "-F", f"--grep={trailer}: {value}", f"{since}..{until}"
+        )
         found = out.split()
         return found[0] if found else None
 
     def changed(self, commit: str) -> list[str]:
         """Paths a commit changed against its first parent (both ends of a rename)."""
+        return self.changed_between(f"{commit}^", commit)
+
+    def changed_between(self, old: str, new: str) -> list[str]:
+        """Paths that differ between two commits (both ends of a rename)."""
         out = self.git(
-            "diff-tree",
-            "--no-commit-id",
-            "--name-only",
-            "-r",
-            "-z",
-            "--no-renames",
-            f"{commit}^",
-            commit,
+            "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", old, new
         )
         return sorted(filter(None, out.split("\0")))
+
+    def working_changes(self, stack: ExitStack, commit: str, paths: Sequence[str]) -> Spool:
+        """Tracked files under `paths` whose working copy differs from `commit`, as
+        NUL-separated names."""
+        return self.spool(stack, "diff", "--name-only", "-z", "--no-renames", commit, "--", *paths)
+
+    def untracked(self, stack: ExitStack, paths: Sequence[str]) -> Spool:
+        """Files under `paths` git does not track, ignored ones included, NUL-separated."""
+        return self.spool(stack, "ls-files", "--others", "-z", "--", *paths)
+
+    def tree_entries(self, stack: ExitStack, tree: str, paths: Sequence[str] = ()) -> Spool:
+        """Every file of `tree` under `paths` (all without), as NUL-separated
+        `<mode> <type> <object>\\t<path>` records."""
+        return self.spool(stack, "ls-tree", "-r", "-z", "--full-tree", tree, "--", *paths)
+
+    def contents(self, stack: ExitStack, requests: IO[bytes], header: str = "") -> Spool:
+        """`git cat-file --batch`: for each line of `requests` (an object id, then anything
+        `%(rest)` in `header` repeats), a header line (git's `<id> <type> <size>` by default)
+        and the object's content followed by a newline."""
+        batch = f"--batch={header}" if header else "--batch"
+        return self.spool(stack, "cat-file", batch, stdin=requests)
 
     def matches(self, path: str, commits: Sequence[str]) -> bool:
         """True when the user's index entry and working file for `path` each equal its
@@ -262,8 +320,7 @@ class Repo:
         tree's."""
         with ExitStack() as stack:
             if since is None:
-                listing = self.spool(stack, "ls-tree", "-r", "-z", "--full-tree", tree)
-                found = _listed(split(listing.result()))
+                found = _listed(split(self.tree_entries(stack, tree).result()))
             else:
                 changes = self.spool(stack, "diff-tree", "-r", "-z", "--no-renames", since, tree)
                 found = _changed(split(changes.result()), dest)
@@ -278,7 +335,7 @@ class Repo:
                 b"".join(f"{sha}\n".encode() for mode, sha, _ in entries if mode != _GITLINK)
             )
             wanted.seek(0)
-            blobs = self.spool(stack, "cat-file", "--batch", stdin=wanted).result()
+            blobs = self.contents(stack, wanted).result()
             dest.mkdir(parents=True, exist_ok=True)
             links = []
             for mode, _, name in entries:
@@ -348,6 +405,15 @@ class Repo:
             yield where
         finally:
             files.wipe(where)
+
+    def clone_shared(self, dest: Path) -> None:
+        """A clone of this repository at `dest` borrowing its objects, with no files checked
+        out."""
+        self.git("clone", "-q", "--shared", "--no-checkout", str(self.root), str(dest))
+
+    def checkout_new_branch(self, name: str, at: str) -> None:
+        """A new branch `name` at `at`, checked out."""
+        self.git("checkout", "-q", "-b", name, at)
 
     # -- writing the branch ----------------------------------------------------------------
 

@@ -12,11 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import ijson
 import orjson
 import pytest
 
-from harness import audit as audit_mod
 from harness import cli, files
 from harness.progress import GENESIS, line_hash
 
@@ -481,35 +479,6 @@ def test_a_plan_subtask_against_the_schema(repo: Sample) -> None:
     del doc["subtasks"][1]["goal"]
     repo.write_json("ai/tasks/demo/plan.json", doc)
     found(repo, (None, "ai/tasks/demo/plan.json: $.subtasks[1] must contain"))
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        '{"task_id": "demo", "subtasks": [], "created": "x"}',
-        ' \n{ "subtasks" : [ {"id": "A", "x": [1, {"y": "]}"}]} , {"id": "B"} ] }\n',
-        '{"created":"x","subtasks":[{"id":"A"}],"task_id":"demo"}',
-        "{}",
-        '{"subtasks": {"not": "a list"}}',
-    ],
-)
-def test_the_plan_is_read_one_subtask_at_a_time_as_json_reads_it(text: str) -> None:
-    rebuilt: dict[str, Any] = {}
-    for key, value in audit_mod._plan_members(io.BytesIO(text.encode())):
-        if key is None:
-            rebuilt["subtasks"].append(value)
-        else:
-            rebuilt[key] = value
-    assert rebuilt == orjson.loads(text)
-
-
-@pytest.mark.parametrize(
-    "text",
-    ["", "[]", '{"a": 1', '{"a": 1}}', '{"subtasks": [{"id": "A"} {"id": "B"}]}', '{"a": NaN}'],
-)
-def test_a_plan_that_is_not_json_is_refused_by_the_reader(text: str) -> None:
-    with pytest.raises((ValueError, ijson.JSONError)):
-        list(audit_mod._plan_members(io.BytesIO(text.encode())))
 
 
 def test_a_log_cut_back_stays_caught_after_a_later_record_commit(repo: Sample) -> None:

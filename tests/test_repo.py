@@ -1,4 +1,5 @@
-"""Exporting a commit into a scratch copy: byte for byte, nothing outside the destination."""
+"""harness.repo: exporting a commit into a scratch copy (byte for byte, nothing outside the
+destination), matching and syncing the user's files, and reading history."""
 
 from __future__ import annotations
 
@@ -94,3 +95,28 @@ def test_sync_leaves_a_folder_holding_the_users_files_where_a_file_goes(
         assert not (repo.root / "a/b").exists()
     else:
         assert (repo.root / "a").read_text() == "a\n"
+
+
+# -- reading history ---------------------------------------------------------------------
+
+
+def test_ancestry_existence_and_changes_between_commits(repo: Repo) -> None:
+    first = commit_files(repo.root, {"a.txt": "a\n", "b.txt": "b\n"})
+    second = commit_files(repo.root, {"b.txt": "B\n", "c/d.txt": "d\n"})
+    assert repo.exists(first) and not repo.exists("0" * 40)
+    assert repo.is_ancestor(first, second) and not repo.is_ancestor(second, first)
+    assert not repo.is_ancestor("0" * 40, second)
+    assert repo.changed_between(first, second) == repo.changed(second) == ["b.txt", "c/d.txt"]
+    assert repo.tree_of(second) == git(repo.root, "rev-parse", "HEAD^{tree}")
+    assert repo.message(second) == "c\n\n" and repo.message("0" * 40) == ""
+
+
+def test_a_commit_is_found_by_its_trailer_between_two_commits(repo: Repo) -> None:
+    first = commit_files(repo.root, {"a.txt": "a\n"})
+    who = ("-c", "user.name=t", "-c", "user.email=t@t")
+    git(repo.root, *who, "commit", "-q", "--allow-empty", "-m", "s\n\nHarness-Call-Id: c1")
+    made = git(repo.root, "rev-parse", "HEAD")
+    last = commit_files(repo.root, {"a.txt": "A\n"})
+    assert repo.find_commit("Harness-Call-Id", "c1", first, last) == made
+    assert repo.find_commit("Harness-Call-Id", "", first, last) == made  # any value
+    assert repo.find_commit("Harness-Call-Id", "", made, last) is None

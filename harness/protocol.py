@@ -142,10 +142,11 @@ class Model:
         self.completed: int | None = None  # seq of task_completed
         self.blocker: Event | None = None  # the blocker_encountered in force
         self.blocked_at: int | None = None
-        self.done: dict[str, Event] = {}  # subtask -> its step_completed
+        # Per subtask, never per event: what a later query needs of its events, not them.
+        self.done: dict[str, Event] = {}  # subtask -> its step_completed, in brief
         self.done_at: dict[str, int] = {}
         self.steps: dict[str, Step] = {}  # the current epoch's subtasks not done
-        self.last: dict[str, Event] = {}  # subtask -> its latest event, any epoch
+        self.last: dict[str, tuple[str, str]] = {}  # subtask -> latest event's name, error
         # call_id -> (seq of its subagent_invoked, "ok" | the failure's kind | "" while none)
         self.calls: dict[str, tuple[int, str]] = {}
         self.uncontained = 0  # events that ran with the sandbox off
@@ -170,7 +171,7 @@ class Model:
             return "pending"
         if self.blocker is not None and self.blocker.get("step") == step:
             return "blocked"
-        return "failed" if last["event"] == "step_failed" else "running"
+        return "failed" if last[0] == "step_failed" else "running"
 
     def reason(self, step: str) -> str | None:
         """Why the subtask is blocked or failed, as the log says."""
@@ -178,7 +179,7 @@ class Model:
         if status == "blocked" and self.blocker is not None:
             return str(self.blocker.get("error", "see the log"))
         if status == "failed":
-            return str(self.last[step].get("error", "see the log"))
+            return self.last[step][1]
         return None
 
     def summary(self, step: str) -> dict[str, Any]:
@@ -242,7 +243,7 @@ class Model:
             return out
         if self.subtasks is not None and step not in self.subtasks:
             out.append(Finding("plan", f"step {step} is not a subtask of the plan"))
-        self.last[step] = ev
+        self.last[step] = (name, str(ev.get("error", "see the log")))
         if step in self.done:
             seen = self.done_at[step]
             out.order(f"{name} for {step} after its step_completed (seq {seen})")
@@ -422,7 +423,8 @@ def _completed(
                 f"but the attempt applied {short(applied)}"
             )
     att.events.append(ev)
-    m.done[step], m.done_at[step] = ev, seq
+    kept = {k: d[k] for k in ("call_id", "commit") if k in d}
+    m.done[step], m.done_at[step] = {"event": ev["event"], "details": kept}, seq
     del m.steps[step]
 
 

@@ -9,23 +9,12 @@ import pytest
 
 from harness.layout import Layout
 
+from .conftest import subtask
 from .scripted import DIFF, NO_DIFF, Scripted, repository, run
 
 
 def plan(*ids: str) -> list[dict[str, object]]:
-    return [
-        {
-            "id": sid,
-            "role": "localized-impl",
-            "goal": f"Goal of {sid}",
-            "inputs": ["src/calc.py"],
-            "acceptance": [],
-            "write_scope": "src/**",
-            "creates": ["src/made_*.py"],
-            "depends_on": [],
-        }
-        for sid in ids
-    ]
+    return [subtask(sid, creates=["src/made_*.py"]) for sid in ids]
 
 
 def test_a_retryable_failure_is_retried_once_then_the_step_completes(tmp_path: Path) -> None:

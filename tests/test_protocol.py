@@ -14,6 +14,7 @@ from harness import protocol
 from harness.layout import Layout
 
 from .builders import FAST
+from .conftest import subtask
 from .scripted import DIFF, NO_DIFF, TIMEOUT, Scripted, repository, run
 
 Event = dict[str, Any]
@@ -122,21 +123,12 @@ def test_a_check_logged_twice_in_one_attempt_is_refused_a_different_one_is_not()
 
 FAILURE = st.sampled_from([TIMEOUT, "retryable", "hard"])
 # Structural events: taking one out (but the last line) always breaks the order.
-STRUCTURAL = frozenset(
-    {
-        "task_started",
-        "task_completed",
-        "subagent_invoked",
-        "subagent_succeeded",
-        "subagent_failed",
-        "subagent_retried",
-        "subagent_diffs_applied",
-        "step_completed",
-        "step_failed",
-        "blocker_encountered",
-        "blocker_resolved",
-    }
-)
+STRUCTURAL = (protocol.STEP_EVENTS - protocol.CHECK_PASSED - protocol.CHECK_FAILED) | {
+    "task_started",
+    "task_completed",
+    "blocker_encountered",
+    "blocker_resolved",
+}
 
 
 @st.composite
@@ -152,18 +144,7 @@ def plans(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
             if i
             else []
         )
-        subtasks.append(
-            {
-                "id": sid,
-                "role": "localized-impl",
-                "goal": f"Goal of {sid}",
-                "inputs": ["src/calc.py"],
-                "acceptance": [],
-                "write_scope": "src/**",
-                "creates": ["src/made_*.py"],
-                "depends_on": deps,
-            }
-        )
+        subtasks.append(subtask(sid, creates=["src/made_*.py"], depends_on=deps))
         answers[sid] = [
             *draw(st.lists(FAILURE, max_size=3)),
             draw(st.sampled_from([DIFF, NO_DIFF])),

@@ -120,22 +120,25 @@ class _Audit:
     # -- the last harness commit -------------------------------------------------------------
 
     def anchor(self, head: str | None) -> tuple[str | None, dict[str, str]]:
-        """The latest commit on HEAD carrying `Harness-Task: <task>`, and every such commit's
-        log head (each must be a line of the log), with the commit that recorded it."""
+        """The latest commit on HEAD carrying `Harness-Task: <task>`, and the log heads that
+        must be lines of the log, each with the commit naming it: that commit's and every
+        record commit's (one per command; a subtask commit's head is held to the line that
+        names the commit, in check_commit)."""
         if head is None:
             if self.layout.log(self.task_id).exists():
                 self.add("record", None, "the repository has no commits")
             return None, {}
-        commits = self.git.task_commits(self.task_id, head)
-        if not commits:
+        last = self.git.last_task_commit(self.task_id, head)
+        if last is None:
             if self.layout.log(self.task_id).exists():  # a task never run has no record yet
                 self.add("record", None, f"no commit on HEAD carries Harness-Task: {self.task_id}")
             return None, {}
-        sha, found = commits[0]
+        sha, found = last
         if "Harness-Log-Head" not in found:
             self.add("record", None, f"commit {short(sha)} carries no Harness-Log-Head")
-        heads = {t["Harness-Log-Head"]: c for c, t in reversed(commits) if "Harness-Log-Head" in t}
-        return sha, heads
+        records = self.git.task_commits(self.task_id, head, records=True)
+        named = [*reversed(records), last]
+        return sha, {t["Harness-Log-Head"]: c for c, t in named if "Harness-Log-Head" in t}
 
     def differences(self, anchor: str, spool: repo.Spool, how: str) -> set[str]:
         """Report the files git listed as differing from the last harness commit; return

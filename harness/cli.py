@@ -301,8 +301,7 @@ def _step(args: argparse.Namespace, loop: bool) -> int:
                     doc = {"event": "task_complete", "task_id": task_id}
                     _result(args.json, doc, f"task {task_id} complete")
                     return 0
-                finished = task.model.done[done]["details"]
-                commit, call_id = finished["commit"], finished["call_id"]
+                call_id, commit, _ = task.model.done[done]
                 doc = {
                     "event": "subtask_done",
                     "subtask": done,

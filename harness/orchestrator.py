@@ -431,7 +431,7 @@ class Subtask:
         found: list[dict[str, str]] = []
         completed = self.task.model.done
         for dep in self.sub.depends_on:
-            call_id = completed[dep]["details"]["call_id"]
+            call_id = completed[dep].call_id
             exchange = exchanges.load(self.task.layout.exchange(self.task.task_id, call_id))
             if exchange is None:
                 raise InvalidInput(f"the exchange of {dep} ({call_id[:12]}) is missing")

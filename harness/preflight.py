@@ -12,8 +12,10 @@ dependencies.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import config, registry, repo, tokens
 from .contain import Containment
@@ -111,15 +113,18 @@ def plan_problems(layout: Layout, plan: Plan, agents: Sequence[Agent], now: str)
     store = tokens.load(layout.tokens, layout.root)
     contain = Containment(layout, cfg)
     git = repo.Repo(layout.root)
-    try:
-        head = git.head()
-        checker = Checker(
-            agents,
-            store,
-            now,
-            lambda agent: contain.probe(agent, layout.state / "preflight"),
-            lambda paths: git.blob_hashes(head, paths),
-        )
-        return checker.plan(plan)
-    finally:
-        git.close()
+    layout.state.mkdir(parents=True, exist_ok=True)
+    # A folder of this command's own: two validations at once never share a probe's home.
+    with tempfile.TemporaryDirectory(prefix="preflight-", dir=layout.state) as scratch:
+        try:
+            head = git.head()
+            checker = Checker(
+                agents,
+                store,
+                now,
+                lambda agent: contain.probe(agent, Path(scratch) / agent.id),
+                lambda paths: git.blob_hashes(head, paths),
+            )
+            return checker.plan(plan)
+        finally:
+            git.close()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 Event = dict[str, Any]
 
@@ -103,6 +103,14 @@ def _detail(ev: Event | None, key: str) -> Any:
     return None if ev is None else ev.get("details", _NO_DETAILS).get(key)
 
 
+class Completed(NamedTuple):
+    """What a subtask's step_completed names, and where it was fed."""
+
+    call_id: Any
+    commit: Any
+    at: int
+
+
 @dataclass
 class Step:
     """One subtask in the current epoch."""
@@ -143,10 +151,11 @@ class Model:
         self.blocker: Event | None = None  # the blocker_encountered in force
         self.blocked_at: int | None = None
         # Per subtask, never per event: what a later query needs of its events, not them.
-        self.done: dict[str, Event] = {}  # subtask -> its step_completed, in brief
-        self.done_at: dict[str, int] = {}
+        self.done: dict[str, Completed] = {}
         self.steps: dict[str, Step] = {}  # the current epoch's subtasks not done
-        self.last: dict[str, tuple[str, str]] = {}  # subtask -> latest event's name, error
+        # subtask -> None once it has an event, or its step_failed's error while that is its
+        # latest event (status: pending, running or failed)
+        self.seen: dict[str, str | None] = {}
         # call_id -> (seq of its subagent_invoked, "ok" | the failure's kind | "" while none)
         self.calls: dict[str, tuple[int, str]] = {}
         self.uncontained = 0  # events that ran with the sandbox off
@@ -166,12 +175,11 @@ class Model:
         """pending, running, done, failed or blocked."""
         if step in self.done:
             return "done"
-        last = self.last.get(step)
-        if last is None:
+        if step not in self.seen:
             return "pending"
         if self.blocker is not None and self.blocker.get("step") == step:
             return "blocked"
-        return "failed" if last[0] == "step_failed" else "running"
+        return "failed" if self.seen[step] is not None else "running"
 
     def reason(self, step: str) -> str | None:
         """Why the subtask is blocked or failed, as the log says."""
@@ -179,7 +187,7 @@ class Model:
         if status == "blocked" and self.blocker is not None:
             return str(self.blocker.get("error", "see the log"))
         if status == "failed":
-            return self.last[step][1]
+            return self.seen[step]
         return None
 
     def summary(self, step: str) -> dict[str, Any]:
@@ -243,9 +251,10 @@ class Model:
             return out
         if self.subtasks is not None and step not in self.subtasks:
             out.append(Finding("plan", f"step {step} is not a subtask of the plan"))
-        self.last[step] = (name, str(ev.get("error", "see the log")))
+        failed = name == "step_failed"
+        self.seen[step] = str(ev.get("error", "see the log")) if failed else None
         if step in self.done:
-            seen = self.done_at[step]
+            seen = self.done[step].at
             out.order(f"{name} for {step} after its step_completed (seq {seen})")
             return out
         st = self.steps.get(step)
@@ -330,12 +339,12 @@ def _outcome(
     if not att.open or d.get("call_id") != att.call_id:
         out.order(f"{name} for call {short(d.get('call_id'))}, which awaits no outcome")
         return
-    _after_call(m, st, ev)
+    _after_call(st, ev)
     said = "ok" if name == "subagent_succeeded" else str(d.get("kind"))
     m.calls[str(att.call_id)] = (m.calls[str(att.call_id)][0], said)
 
 
-def _after_call(m: Model, st: Step, ev: Event) -> None:
+def _after_call(st: Step, ev: Event) -> None:
     st.attempt.events.append(ev)
     if ev["event"] in FAILURES:
         st.last_failure = ev
@@ -364,7 +373,7 @@ def _check(
     if any((e["event"], e.get("details")) == same for e in st.attempt.events):
         # harness logs a check's result once per attempt (checks.py)
         out.order(f"{ev['event']} repeats an earlier one in attempt {st.attempt.number}")
-    _after_call(m, st, ev)
+    _after_call(st, ev)
 
 
 def _retried(
@@ -423,8 +432,7 @@ def _completed(
                 f"but the attempt applied {short(applied)}"
             )
     att.events.append(ev)
-    kept = {k: d[k] for k in ("call_id", "commit") if k in d}
-    m.done[step], m.done_at[step] = {"event": ev["event"], "details": kept}, seq
+    m.done[step] = Completed(d.get("call_id"), d.get("commit"), seq)
     del m.steps[step]
 
 

@@ -236,10 +236,10 @@ class Inputs:
         self.tokens = layout.rel(layout.tokens)
         lines = {d: i for i, d in enumerate([*(e["prev"] for e in recorded[1:]), last])}
         self.commits: list[tuple[int, str]] = []
-        for sha, found in source.task_commits(task_id, source.head()):
+        for sha, found in source.task_commits(task_id, source.head(), records=True):
             at = lines.get(found.get("Harness-Log-Head", ""))
-            if at is not None and "Harness-Call-Id" not in found:  # subtask commits carry
-                self.commits.append((at, sha))  # the inputs of the command before them
+            if at is not None:
+                self.commits.append((at, sha))
         self.commits.sort()
         self.now = {rel: files.read_regular(layout.root / rel, rel) for rel in self.all}
 
@@ -272,8 +272,8 @@ class Inputs:
                 continue
             if rel == self.tokens:
                 data = _unspent(data, self.task_id, applied)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            # Replaces whatever the base commit has there (a symlink too), never through it.
+            files.atomic_write(target, data)
 
 
 def _unspent(data: bytes, task_id: str, applied: set[str]) -> bytes:

@@ -209,15 +209,17 @@ class Repo:
         return found[0] if found else None
 
     def task_commits(
-        self, task_id: str, head: str = "HEAD", most: int | None = None
+        self, task_id: str, head: str = "HEAD", most: int | None = None, records: bool = False
     ) -> list[tuple[str, dict[str, str]]]:
         """The commits up to `head` whose Harness-Task trailer is exactly `task_id`, newest
-        first (at most `most`), each with its Harness trailers."""
+        first (at most `most`; only record commits with `records`), each with its Harness
+        trailers."""
         # A task id is letters, digits and . _ -: only the dot needs escaping.
         pattern = f"^Harness-Task: {task_id.replace('.', '[.]')}[[:space:]]*$"
         limit = () if most is None else (f"-{most}",)
+        only = ("--all-match", "--grep=^harness: record ") if records else ()
         code, out, _ = self.try_git(
-            "log", *limit, "-z", "--format=%H%x00%B", "-E", f"--grep={pattern}", head
+            "log", *limit, "-z", "--format=%H%x00%B", "-E", f"--grep={pattern}", *only, head
         )
         if code != 0:
             return []

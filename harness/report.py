@@ -314,12 +314,13 @@ def _subtask(
     sid = _e(sub.id)
     status = model.status(sub.id)
     completed = model.done.get(sub.id)
+    commit = None if completed is None else completed.commit
     attempts = model.attempts(sub.id)
     facts = [
         ("Role", _e(sub.role)),
         ("Goal", _e(sub.goal)),
         ("Status", _status(status)),
-        ("Commit", f"<code>{_e(_detail(completed, 'commit'))}</code>"),
+        ("Commit", f"<code>{_e(commit)}</code>"),
         ("Inputs", _e(", ".join(sub.inputs)) or "-"),
         ("Write scope", _e(", ".join(sub.write_scope)) or "-"),
         ("Acceptance", _e("; ".join(sub.acceptance)) or "-"),

@@ -101,6 +101,19 @@ class Sample:
         self.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
 
 
+def demo_cli(*args: str, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+    """`harness demo *args` as a user starts it: the real clock, no repository of ours."""
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_CLOCK"}
+    return subprocess.run(
+        [python, "-m", "harness.cli", "demo", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
 def subtask(sid: str, patch: str | None = None, **fields: Any) -> dict[str, Any]:
     """A plan entry in the sample repository; defaults edit src/calc.py."""
     base = {

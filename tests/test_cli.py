@@ -16,7 +16,7 @@ import pytest
 
 from harness import config, demo, registry, schemas, tokens
 
-from .conftest import Sample, calc_patch, err, ok, subtask
+from .conftest import Sample, calc_patch, demo_cli, err, ok, subtask
 
 PLAN = "ai/tasks/demo/plan.json"
 
@@ -531,15 +531,7 @@ def test_internal_error_exits_4_with_a_crash_log(sample: Sample, tmp_path: Path)
 
 
 def run_demo(where: Path, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "HARNESS_CLOCK"}
-    return subprocess.run(
-        [python, "-m", "harness.cli", "demo", "--dir", str(where)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    return demo_cli("--dir", str(where), python=python)
 
 
 def test_demo_runs_offline_and_is_reproducible(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import orjson
 
 from harness import files
 
-from .conftest import CLOCK, Sample, calc_patch, ok, subtask
+from .conftest import CLOCK, Sample, calc_patch, demo_cli, ok, subtask
 
 
 def document(res: subprocess.CompletedProcess[str]) -> Any:
@@ -66,18 +66,6 @@ def test_ctrl_c_during_a_call_exits_130_with_one_line_and_the_next_run_goes_on(
 
 
 # -- demo --repo -----------------------------------------------------------------------------
-
-
-def demo_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "HARNESS_CLOCK"}
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", "demo", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_demo_builds_its_repository_where_repo_says(tmp_path: Path) -> None:

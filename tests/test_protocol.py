@@ -71,10 +71,7 @@ def test_attempts_count_retries_and_keep_their_own_events() -> None:
     assert (first.number, first.call_id, first.outcome()[0]) == (1, "a", "failed (subagent_failed)")
     assert first.failure is events[2] and first.events == events[1:4]
     assert (second.number, second.call_id, second.outcome()) == (2, "b", ("completed", None))
-    assert model.done["T1"] == {
-        "event": "step_completed",
-        "details": {"call_id": "b", "commit": None},
-    }
+    assert model.done["T1"] == protocol.Completed("b", None, 6)
     assert model.status("T1") == "done"
 
 

@@ -186,7 +186,7 @@ class Log:
             files.fsync_dir(self.path.parent)
 
 
-@dataclass
+@dataclass(slots=True)
 class Line:
     """One line of a log as read: its bytes, its hash, its event if it is one, and every
     problem with it (of kind line, chain, order or plan)."""

@@ -60,12 +60,26 @@ class Attempt:
     number: int
     epoch: int
     events: list[Event] = field(default_factory=list)
+    # Indexes of `events`, which every rule asks of the attempt on every event it is fed.
+    latest: dict[str, Event] = field(default_factory=dict, repr=False)  # name -> its last
+    failure: Event | None = field(default=None, repr=False)  # the failure that ended it
+
+    def __post_init__(self) -> None:
+        given, self.events = self.events, []
+        for ev in given:
+            self.add(ev)
+
+    def add(self, ev: Event) -> None:
+        self.events.append(ev)
+        self.latest[ev["event"]] = ev
+        if ev["event"] in FAILURES:
+            self.failure = ev
 
     def has(self, name: str) -> bool:
-        return any(ev["event"] == name for ev in self.events)
+        return name in self.latest
 
     def last(self, name: str) -> Event | None:
-        return next((ev for ev in reversed(self.events) if ev["event"] == name), None)
+        return self.latest.get(name)
 
     @property
     def invoked(self) -> Event | None:
@@ -82,11 +96,6 @@ class Attempt:
         return self.invoked is not None and not (
             self.has("subagent_succeeded") or self.has("subagent_failed")
         )
-
-    @property
-    def failure(self) -> Event | None:
-        """The failure event that ended this attempt, if one did."""
-        return next((ev for ev in reversed(self.events) if ev["event"] in FAILURES), None)
 
     def outcome(self) -> tuple[str, str | None]:
         """("completed" | "failed (<event>)" | "in progress", the error it logged)."""
@@ -153,8 +162,8 @@ class Model:
         # Per subtask, never per event: what a later query needs of its events, not them.
         self.done: dict[str, Completed] = {}
         self.steps: dict[str, Step] = {}  # the current epoch's subtasks not done
-        # subtask -> None once it has an event, or its step_failed's error while that is its
-        # latest event (status: pending, running or failed)
+        # subtask not done -> None once it has an event, or its step_failed's error while
+        # that is its latest event (status: pending, running or failed)
         self.seen: dict[str, str | None] = {}
         # call_id -> (seq of its subagent_invoked, "ok" | the failure's kind | "" while none)
         self.calls: dict[str, tuple[int, str]] = {}
@@ -236,7 +245,8 @@ class Model:
         if self.fed == 0 and name != "task_started":
             out.order("the log does not begin with task_started")
         self.fed += 1
-        if _detail(ev, "contained") is False:
+        details = ev.get("details", _NO_DETAILS)
+        if details.get("contained") is False:
             self.uncontained += 1
         if self.completed is not None:
             out.order(f"{name} after task_completed (seq {self.completed})")
@@ -251,18 +261,18 @@ class Model:
             return out
         if self.subtasks is not None and step not in self.subtasks:
             out.append(Finding("plan", f"step {step} is not a subtask of the plan"))
-        failed = name == "step_failed"
-        self.seen[step] = str(ev.get("error", "see the log")) if failed else None
         if step in self.done:
             seen = self.done[step].at
             out.order(f"{name} for {step} after its step_completed (seq {seen})")
             return out
+        failed = name == "step_failed"
+        self.seen[step] = str(ev.get("error", "see the log")) if failed else None
         st = self.steps.get(step)
         if st is None:
             st = self.steps[step] = Step(self._new_attempt(step, 1))
         elif st.failed_at is not None:
             out.order(f"{name} for {step} after its step_failed (seq {st.failed_at})")
-        _RULES[name](self, seq, ev, step, st, ev.get("details", _NO_DETAILS), out)
+        _RULES[name](self, seq, ev, step, st, details, out)
         return out
 
     def _new_attempt(self, step: str, number: int) -> Attempt:
@@ -325,7 +335,7 @@ def _invoked(
         out.order(f"subagent_invoked for {step} before {', '.join(waiting)} completed")
     if att.events:  # what came before the call is the attempt's no longer
         att = st.attempt = m._new_attempt(step, att.number)
-    att.events.append(ev)
+    att.add(ev)
     if call in m.calls:
         out.order(f"call {call[:_SHORT]} was invoked before (seq {m.calls[call][0]})")
     else:
@@ -345,7 +355,7 @@ def _outcome(
 
 
 def _after_call(st: Step, ev: Event) -> None:
-    st.attempt.events.append(ev)
+    st.attempt.add(ev)
     if ev["event"] in FAILURES:
         st.last_failure = ev
 
@@ -368,11 +378,11 @@ def _legal_after_success(name: str, att: Attempt, out: _Findings) -> bool:
 def _check(
     m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
 ) -> None:
-    _legal_after_success(ev["event"], st.attempt, out)
-    same = (ev["event"], d)
-    if any((e["event"], e.get("details")) == same for e in st.attempt.events):
+    name = ev["event"]
+    _legal_after_success(name, st.attempt, out)
+    if any(e["event"] == name and e.get("details") == d for e in st.attempt.events):
         # harness logs a check's result once per attempt (checks.py)
-        out.order(f"{ev['event']} repeats an earlier one in attempt {st.attempt.number}")
+        out.order(f"{name} repeats an earlier one in attempt {st.attempt.number}")
     _after_call(st, ev)
 
 
@@ -389,7 +399,7 @@ def _retried(
     elif previous is None or previous["event"] not in FAILURES or not retryable(previous):
         after = "nothing" if previous is None else _failure_words(previous)
         out.order(f"subagent_retried after {after}, not a retryable failure")
-    att.events.append(ev)
+    att.add(ev)
     st.attempt = m._new_attempt(step, att.number + 1)
 
 
@@ -411,7 +421,7 @@ def _applied(
         _legal_after_success("subagent_diffs_applied", att, out)
     if att.has("subagent_diffs_applied"):
         out.order(f"a second subagent_diffs_applied in attempt {att.number}")
-    att.events.append(ev)
+    att.add(ev)
 
 
 def _completed(
@@ -431,9 +441,12 @@ def _completed(
                 f"step_completed names commit {short(d.get('commit'))}, "
                 f"but the attempt applied {short(applied)}"
             )
-    att.events.append(ev)
-    m.done[step] = Completed(d.get("call_id"), d.get("commit"), seq)
+    att.add(ev)
+    call = d.get("call_id")
+    # The call's own id object when they agree: the calls table holds it already.
+    m.done[step] = Completed(att.call_id if call == att.call_id else call, d.get("commit"), seq)
     del m.steps[step]
+    del m.seen[step]  # a done subtask's status is "done" whatever else was seen
 
 
 def _failed(
@@ -442,7 +455,7 @@ def _failed(
     if st.attempt.open:
         call = short(st.attempt.call_id)
         out.order(f"step_failed while call {call} has no outcome")
-    st.attempt.events.append(ev)
+    st.attempt.add(ev)
     st.failed, st.failed_at = ev, seq
 
 

@@ -44,6 +44,15 @@ class Report:
     def ok(self) -> bool:
         return not self.findings
 
+    def doc(self) -> dict[str, object]:
+        """The report as `harness audit --json` prints it."""
+        return {
+            "task_id": self.task_id,
+            "events": self.events,
+            "ok": self.ok,
+            "findings": [{"seq": f.seq, "reason": f.reason} for f in self.findings],
+        }
+
 
 def audit(layout: Layout, task_id: str) -> Report:
     """Every finding about the task's log, plan, exchanges, commits and tokens, by line.

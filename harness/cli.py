@@ -9,18 +9,14 @@ import signal
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-
-from filelock import FileLock, Timeout
+from typing import TypeAlias
 
 from . import (
     __version__,
     clock,
-    config,
     drafting,
-    exchanges,
     files,
     live,
     logview,
@@ -28,22 +24,24 @@ from . import (
     personas,
     preflight,
     recordset,
-    registry,
     replay,
     repo,
     sandbox,
+    scaffold,
+    status,
     tokens,
 )
 from . import plan as plan_mod
-from .contain import Containment
-from .errors import Busy, HarnessError, InvalidInput
+from .errors import HarnessError, InvalidInput
 from .layout import Layout
+from .locks import locked
 from .printable import printable
 from .progress import Log
-from .workers import launcher
 
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+Command = Callable[[argparse.Namespace], int]
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,66 +83,17 @@ def _layout(args: argparse.Namespace) -> Layout:
     return Layout(repo.find_root(start.resolve()))
 
 
-def _task_id(value: str) -> str:
-    if not _TASK_ID.match(value):
-        raise InvalidInput(f"task id {value!r}: use letters, digits, '.', '_' and '-'")
-    return value
-
-
-@contextmanager
-def _locked(layout: Layout, task_id: str, wait: bool) -> Iterator[None]:
-    """One harness per task, and one writing harness per repository (they share the index
-    and the branch): the second one is busy (exit 3) unless it waits."""
-    locks = layout.state / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    held = []
-    try:
-        for path, what in (
-            (locks / f"{task_id}.lock", f"task {task_id}"),
-            (locks / "repository.lock", "the repository"),
-        ):
-            lock = FileLock(str(path), timeout=-1 if wait else 0)
-            try:
-                lock.acquire()
-            except Timeout:
-                raise Busy(f"{what} is busy: another harness holds {path}") from None
-            held.append(lock)
-        yield
-    finally:
-        for lock in reversed(held):
-            lock.release()
+def _task(args: argparse.Namespace) -> tuple[Layout, str]:
+    """The repository, found first, and the task id the command names."""
+    layout = _layout(args)
+    if not _TASK_ID.match(args.task_id):
+        raise InvalidInput(f"task id {args.task_id!r}: use letters, digits, '.', '_' and '-'")
+    return layout, args.task_id
 
 
 def _record(task: orchestrator.Task) -> None:
-    """Commit the task's state (plan, checklist, log, exchanges) so a clone holds it all:
-    the bytes harness wrote or read there, each checked, and nothing else (see recordset)."""
-    if not task.log.events:
-        return
-    message = (
-        f"harness: record {task.task_id}\n\n"
-        f"Harness-Task: {task.task_id}\n"
-        f"Harness-Log-Head: {task.log.head}\n"
-    )
-    who = (task.config.name, task.config.email)
-    head = task.git.head()
-    found = recordset.collect(
-        task.layout,
-        task.task_id,
-        task.ledger.entries,
-        {task.layout.rel(task.log.path): task.log.data()},
-        lambda paths: task.git.blob_hashes(head, paths),
-    )
-    for line in found.refused:
+    for line in recordset.record(task):
         print(f"harness: not recorded: {printable(line)}", file=sys.stderr)
-    task.git.record(
-        found.taken,
-        found.dropped,
-        message,
-        who,
-        task.log.events[-1]["ts"],
-        task.scratch("record.index"),
-    )
-    task.ledger.clear()
 
 
 def _print_json(doc: object) -> None:
@@ -160,23 +109,7 @@ def _short(value: str | None) -> str:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    shims = ["claude", "codex", *(["gemini"] if args.gemini else [])]
-    made = []
-    wanted = [
-        (layout.config, config.DEFAULT_TEXT.encode()),
-        (layout.registry, files.pretty(registry.default(shims))),
-        (layout.tokens, files.pretty(tokens.DEFAULT)),
-    ]
-    wanted += [
-        (layout.ai / "agents" / "bin" / f"{name}-cli", launcher(name).encode()) for name in shims
-    ]
-    for path, data in wanted:
-        if not path.exists():
-            files.atomic_write(path, data)
-            if path.parent.name == "bin":
-                path.chmod(0o755)
-            made.append(path.relative_to(layout.root).as_posix())
+    made = scaffold.init(_layout(args), args.gemini)
     print("created " + ", ".join(made) if made else "nothing to do: ai/ is already set up")
     return 0
 
@@ -195,26 +128,13 @@ def cmd_tokens_list(args: argparse.Namespace) -> int:
     now = clock.from_env().now(0)
     known = tokens.load(layout.tokens, layout.root)
     if args.json:
-        _print_json({"tokens": [_token_row(t, t.usable_at(now)) for t in known]})
+        _print_json({"tokens": [t.row(now) for t in known]})
         return 0
     for token in known:
         why = token.usable_at(now)
         shot = "one-shot" if token.one_shot else "reusable"
         print(f"{token.id}\t{' '.join(token.paths)}\t{token.expires}\t{shot}\t{why or 'usable'}")
     return 0
-
-
-def _token_row(token: tokens.Token, why: str | None) -> dict[str, object]:
-    return {
-        "id": token.id,
-        "paths": list(token.paths),
-        "expires": token.expires,
-        "one_shot": token.one_shot,
-        "revoked": token.revoked,
-        "spent": token.spent,
-        "usable": why is None,
-        "why": why,
-    }
 
 
 def cmd_tokens_revoke(args: argparse.Namespace) -> int:
@@ -225,31 +145,22 @@ def cmd_tokens_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_plan_validate(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    task_id = _task_id(args.task_id)
-    plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
-    agents = registry.load(layout.registry, layout.root)
-    # A broken ai/harness.toml is refused here, not at the first step.
-    problems = preflight.plan_problems(layout, plan, agents, clock.from_env().now(0))
-    order = [s.id for s in plan_mod.order(plan)] if not problems else []
+    layout, task_id = _task(args)
+    doc = preflight.validate(layout, task_id, clock.from_env().now(0))
     if args.json:
-        _print_json(
-            {"task_id": task_id, "valid": not problems, "problems": problems, "order": order}
-        )
-        return 2 if problems else 0
-    for line in problems:
-        print(
-            f"{layout.plan(task_id).relative_to(layout.root)}: {printable(line)}", file=sys.stderr
-        )
-    if problems:
-        return 2
-    print(f"plan {task_id} is valid: {len(plan.subtasks)} subtasks, order {' -> '.join(order)}")
-    return 0
+        _print_json(doc)
+    else:
+        where = layout.plan(task_id).relative_to(layout.root)
+        for line in doc["problems"]:
+            print(f"{where}: {printable(line)}", file=sys.stderr)
+        if doc["valid"]:
+            order = doc["order"]
+            print(f"plan {task_id} is valid: {len(order)} subtasks, order {' -> '.join(order)}")
+    return 0 if doc["valid"] else 2
 
 
 def cmd_plan_show(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    task_id = _task_id(args.task_id)
+    layout, task_id = _task(args)
     plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
     ordered = plan_mod.order(plan)
     if args.json:
@@ -266,9 +177,8 @@ def cmd_plan_show(args: argparse.Namespace) -> int:
 
 
 def cmd_plan_draft(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    task_id = _task_id(args.task_id)
-    with _locked(layout, task_id, wait=False):
+    layout, task_id = _task(args)
+    with locked(layout, task_id, wait=False):
         path = drafting.draft(layout, task_id, args.goal, clock.from_env())
     print(
         f"draft written to {path.relative_to(layout.root)}; review it, then `harness plan accept`"
@@ -277,81 +187,44 @@ def cmd_plan_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_plan_accept(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    task_id = _task_id(args.task_id)
-    with _locked(layout, task_id, wait=False):
+    layout, task_id = _task(args)
+    with locked(layout, task_id, wait=False):
         data = drafting.accept(layout, task_id)
     sys.stdout.write(data.decode())
     print(f"accepted as {layout.plan(task_id).relative_to(layout.root)}")
     return 0
 
 
-def _step(args: argparse.Namespace, loop: bool) -> int:
-    layout = _layout(args)
-    task_id = _task_id(args.task_id)
-    with _locked(layout, task_id, args.wait):
+def cmd_step(args: argparse.Namespace) -> int:
+    layout, task_id = _task(args)
+    with locked(layout, task_id, args.wait):
         task = orchestrator.Task.load(layout, task_id, clock.from_env())
         if not args.quiet:
             # With --json the progress shares stdout with the result: every line there parses.
             task.live = live.Lines(sys.stdout if args.json else sys.stderr, args.json)
         try:
-            while True:
-                done = orchestrator.step(task)
+            for done in orchestrator.steps(task, once=not args.loop):
                 if done is None:
                     doc = {"event": "task_complete", "task_id": task_id}
-                    _result(args.json, doc, f"task {task_id} complete")
-                    return 0
-                call_id, commit, _ = task.model.done[done]
-                doc = {
-                    "event": "subtask_done",
-                    "subtask": done,
-                    "commit": commit,
-                    "call_id": call_id,
-                }
-                _result(args.json, doc, f"{done}\tdone\t{_short(commit)}\t{_short(call_id)}")
-                if not loop:
-                    return 0
+                    text = f"task {task_id} complete"
+                else:
+                    doc = {"event": "subtask_done", **done._asdict()}
+                    text = f"{done.subtask}\tdone\t{_short(done.commit)}\t{_short(done.call_id)}"
+                # At once, and with --json a JSON line like the progress lines around it.
+                print(files.dumps(doc).decode() if args.json else text, flush=True)
         finally:
             # Also when nothing new was logged: a run killed after its last event left
             # that event unrecorded.
             _record(task)
-
-
-def _result(as_json: bool, doc: Mapping[str, object], text: str) -> None:
-    """A line of `next`'s or `run`'s result on stdout, at once: text, or with --json the
-    JSON object `doc`, like the progress lines around it."""
-    print(files.dumps(doc).decode() if as_json else text, flush=True)
-
-
-def cmd_next(args: argparse.Namespace) -> int:
-    return _step(args, loop=False)
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    return _step(args, loop=True)
+    return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    task_id = _task_id(args.task_id)
-    plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
-    model = Log(layout.log(task_id), task_id, clock.from_env()).model
-    rows = [{"id": s.id, "role": s.role, **model.summary(s.id)} for s in plan_mod.order(plan)]
-    block = model.blocker
-    cost = round(exchanges.total_cost(layout.exchanges(task_id)), 6)
+    doc = status.status(*_task(args), clock.from_env())
     if args.json:
-        blocked = block and {"step": block.get("step"), "error": block.get("error")}
-        doc = {
-            "task_id": task_id,
-            "blocked": blocked,
-            "subtasks": rows,
-            "complete": model.completed is not None,
-            "cost_usd": cost,
-            "uncontained_events": model.uncontained,
-        }
-        sys.stdout.write(files.pretty(doc).decode())
+        _print_json(doc)
         return 0
-    for row in rows:
+    for row in doc["subtasks"]:
         print(
             f"{row['id']}\t{row['role']}\t{row['status']}\t{_short(row['commit'])}"
             f"\t{_short(row['call_id'])}"
@@ -360,28 +233,23 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"\t{row['id']} {row['status']}: {printable(row['reason'])}")
         for text in row["unverified"]:
             print(f"\t{row['id']} unverified: {printable(text)}")
-    if cost:
-        print(f"cost: ${cost:.4f}")
-    if model.uncontained:
-        print(f"NOT CONTAINED: {model.uncontained} event(s) ran with the sandbox off")
+    if doc["cost_usd"]:
+        print(f"cost: ${doc['cost_usd']:.4f}")
+    if doc["uncontained_events"]:
+        print(f"NOT CONTAINED: {doc['uncontained_events']} event(s) ran with the sandbox off")
+    block = doc["blocked"]
     if block is not None:
         print(f"blocked at {block.get('step')}: {printable(str(block.get('error')))}")
     return 0
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    task_id = _task_id(args.task_id)
-    with _locked(layout, task_id, args.wait):
+    layout, task_id = _task(args)
+    with locked(layout, task_id, args.wait):
         task = orchestrator.Task.load(layout, task_id, clock.from_env())
-        block = task.model.blocker
-        if block is None:
-            raise InvalidInput(f"task {task_id} is not blocked")
-        task.log.append(
-            "blocker_resolved", "ok", step=block.get("step"), details={"reason": args.reason}
-        )
+        step = orchestrator.resume(task, args.reason)
         _record(task)
-    print(f"task {task_id} resumed at {block.get('step')}")
+    print(f"task {task_id} resumed at {step}")
     return 0
 
 
@@ -397,30 +265,19 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_registry_check(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    contain = Containment(layout, config.load(layout.config))
-    rows: list[dict[str, object]] = []
-    with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
-        for agent in registry.load(layout.registry, layout.root):
-            row: dict[str, object] = {"id": agent.id, "wanted": agent.version}
-            try:
-                version = contain.probe(agent, Path(scratch) / agent.id)
-                rows.append(row | {"ok": True, "version": version, "error": None})
-            except HarnessError as exc:
-                rows.append(row | {"ok": False, "version": None, "error": str(exc)})
-            if not args.json:
-                _print_check(rows[-1])
+    rows = []
+    for row in preflight.registry_check(_layout(args)):
+        rows.append(row)
+        if args.json:
+            continue
+        if row["ok"]:
+            print(f"{row['id']}\tok\t{printable(str(row['version']))}\t{row['wanted']}")
+        else:
+            print(f"{row['id']}\tFAIL\t{printable(str(row['error']))}")
     failed = not all(row["ok"] for row in rows)
     if args.json:
         _print_json({"agents": rows, "ok": not failed})
     return 1 if failed else 0
-
-
-def _print_check(row: dict[str, object]) -> None:
-    if row["ok"]:
-        print(f"{row['id']}\tok\t{printable(str(row['version']))}\t{row['wanted']}")
-    else:
-        print(f"{row['id']}\tFAIL\t{printable(str(row['error']))}")
 
 
 def cmd_agents_import(args: argparse.Namespace) -> int:
@@ -431,8 +288,7 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    task_id = _task_id(args.task_id)
+    layout, task_id = _task(args)
     done = replay.replay(layout, task_id, args.verify)
     checks = "checks re-run" if done.verified else "checks from the record"
     print(
@@ -457,33 +313,24 @@ def _emit(data: bytes, output: str | None) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from . import report  # imported here: it pulls in the auditor, which other commands skip
 
-    layout = _layout(args)
-    _emit(report.render(layout, _task_id(args.task_id)), args.output)
+    _emit(report.render(*_task(args)), args.output)
     return 0
 
 
 def cmd_attest(args: argparse.Namespace) -> int:
     from . import attest
 
-    layout = _layout(args)
-    _emit(files.pretty(attest.statement(layout, _task_id(args.task_id))), args.output)
+    _emit(files.pretty(attest.statement(*_task(args))), args.output)
     return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from . import audit  # imported here: its compiled validators are for this command only
 
-    layout = _layout(args)
-    task_id = _task_id(args.task_id)
+    layout, task_id = _task(args)
     found = audit.audit(layout, task_id)
     if args.json:
-        doc = {
-            "task_id": task_id,
-            "events": found.events,
-            "ok": found.ok,
-            "findings": [{"seq": f.seq, "reason": f.reason} for f in found.findings],
-        }
-        sys.stdout.buffer.write(files.dumps(doc) + b"\n")
+        sys.stdout.buffer.write(files.dumps(found.doc()) + b"\n")
         return 0 if found.ok else 1
     for finding in found.findings:
         print(f"{'-' if finding.seq is None else f'seq {finding.seq}'}: {finding.reason}")
@@ -494,8 +341,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    task_id = _task_id(args.task_id)
+    layout, task_id = _task(args)
     if not layout.task_dir(task_id).is_dir():
         raise InvalidInput(f"ai/tasks/{task_id}: no such task")
     events = Log(layout.log(task_id), task_id, clock.from_env()).events
@@ -533,13 +379,17 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(
-        name: str,
-        func: Callable[[argparse.Namespace], int],
-        helptext: str,
-        into: argparse._SubParsersAction[argparse.ArgumentParser] = sub,
+        name: str, func: Command, helptext: str, into: Commands = sub
     ) -> argparse.ArgumentParser:
         p = into.add_parser(name, parents=[common], help=helptext, description=helptext)
         p.set_defaults(func=func)
+        return p
+
+    def on_task(
+        name: str, func: Command, helptext: str, into: Commands = sub
+    ) -> argparse.ArgumentParser:
+        p = add(name, func, helptext, into)
+        p.add_argument("task_id")
         return p
 
     p = add("init", cmd_init, "create ai/harness.toml, the registry and the token store if missing")
@@ -555,35 +405,28 @@ def _parser() -> argparse.ArgumentParser:
     add("revoke", cmd_tokens_revoke, "revoke a write token", tok).add_argument("token_id")
 
     pl = sub.add_parser("plan", help="plans").add_subparsers(dest="sub", required=True)
-    p = add("validate", cmd_plan_validate, "check a plan and its pre-flight", pl)
-    p.add_argument("task_id")
+    p = on_task("validate", cmd_plan_validate, "check a plan and its pre-flight", pl)
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p = add("show", cmd_plan_show, "print a plan in run order", pl)
-    p.add_argument("task_id")
+    p = on_task("show", cmd_plan_show, "print a plan in run order", pl)
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p = add("draft", cmd_plan_draft, "ask the planning agent for plan.draft.json", pl)
-    p.add_argument("task_id")
+    p = on_task("draft", cmd_plan_draft, "ask the planning agent for plan.draft.json", pl)
     p.add_argument("--goal", required=True)
-    add("accept", cmd_plan_accept, "print the draft and promote it to plan.json", pl).add_argument(
-        "task_id"
-    )
+    on_task("accept", cmd_plan_accept, "print the draft and promote it to plan.json", pl)
 
-    for name, func, helptext in (
-        ("next", cmd_next, "run the next ready subtask, end to end"),
-        ("run", cmd_run, "run subtasks until the task completes or halts"),
+    for name, helptext in (
+        ("next", "run the next ready subtask, end to end"),
+        ("run", "run subtasks until the task completes or halts"),
     ):
-        p = add(name, func, helptext)
-        p.add_argument("task_id")
+        p = on_task(name, cmd_step, helptext)
+        p.set_defaults(loop=name == "run")
         p.add_argument("--wait", action="store_true", help="wait for the task's lock")
         p.add_argument("--quiet", action="store_true", help="no progress lines")
         p.add_argument(
             "--json", action="store_true", help="progress and result as JSON lines on stdout"
         )
-    p = add("status", cmd_status, "per subtask: status, commit, call_id")
-    p.add_argument("task_id")
+    p = on_task("status", cmd_status, "per subtask: status, commit, call_id")
     p.add_argument("--json", action="store_true")
-    p = add("resume", cmd_resume, "record that a human resolved the task's blocker")
-    p.add_argument("task_id")
+    p = on_task("resume", cmd_resume, "record that a human resolved the task's blocker")
     p.add_argument("--reason", required=True)
     p.add_argument("--wait", action="store_true")
 
@@ -595,22 +438,17 @@ def _parser() -> argparse.ArgumentParser:
     p = add("import", cmd_agents_import, "import .claude/agents or .gemini/agents files", ag)
     p.add_argument("--from", dest="source", choices=sorted(personas.SOURCES), required=True)
 
-    p = add("replay", cmd_replay, "re-run a task from its record; name the first divergence")
-    p.add_argument("task_id")
+    p = on_task("replay", cmd_replay, "re-run a task from its record; name the first divergence")
     p.add_argument("--verify", action="store_true", help="also re-run builds, tests, acceptance")
 
-    p = add("report", cmd_report, "one self-contained HTML page of a task's record and audit")
-    p.add_argument("task_id")
+    p = on_task("report", cmd_report, "one self-contained HTML page of a task's record and audit")
     p.add_argument("-o", "--output", help="write the page here (default: stdout)")
-    p = add("attest", cmd_attest, "an in-toto SLSA provenance statement for a task's commit")
-    p.add_argument("task_id")
+    p = on_task("attest", cmd_attest, "an in-toto SLSA provenance statement for a task's commit")
     p.add_argument("-o", "--output", help="write the statement here (default: stdout)")
 
-    p = add("audit", cmd_audit, "check a task's log, exchanges, commits and tokens")
-    p.add_argument("task_id")
+    p = on_task("audit", cmd_audit, "check a task's log, exchanges, commits and tokens")
     p.add_argument("--json", action="store_true")
-    p = add("log", cmd_log, "the task's log, one line per event")
-    p.add_argument("task_id")
+    p = on_task("log", cmd_log, "the task's log, one line per event")
     p.add_argument("--event", choices=logview.EVENTS, help="only this event")
     p.add_argument("--subtask", help="only this subtask's events")
     p.add_argument("--json", action="store_true", help="the events as JSON lines")

@@ -7,11 +7,11 @@ point is finished by the next `harness next` without a second call, commit or ev
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NamedTuple, NoReturn, Protocol
 
 from . import (
     acceptance,
@@ -213,6 +213,37 @@ def step(task: Task) -> str | None:
     Subtask(task, sub).run()
     task.sync_checklist()
     return sub.id
+
+
+class Finished(NamedTuple):
+    """A subtask a step finished: its id and what its step_completed names."""
+
+    subtask: str
+    call_id: Any
+    commit: Any
+
+
+def steps(task: Task, once: bool) -> Iterator[Finished | None]:
+    """Step the task, yielding each subtask as it finishes, then None once the task is
+    complete; with `once`, only the first step. A halt is raised, as step raises it."""
+    while True:
+        done = step(task)
+        if done is None:
+            yield None
+            return
+        call_id, commit, _ = task.model.done[done]
+        yield Finished(done, call_id, commit)
+        if once:
+            return
+
+
+def resume(task: Task, reason: str) -> Any:
+    """Log that a person resolved the task's blocker, for `reason`; the step it blocked."""
+    block = task.model.blocker
+    if block is None:
+        raise InvalidInput(f"task {task.task_id} is not blocked")
+    task.log.append("blocker_resolved", "ok", step=block.get("step"), details={"reason": reason})
+    return block.get("step")
 
 
 def settle(task: Task) -> None:

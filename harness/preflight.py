@@ -13,11 +13,13 @@ dependencies.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import config, registry, repo, tokens
+from . import plan as plan_mod
 from .contain import Containment
 from .errors import HarnessError
 from .layout import Layout
@@ -106,6 +108,17 @@ def unroutable(sub: Subtask) -> str:
     return f"subtask {sub.id}: no agent in the registry takes role {sub.role!r}"
 
 
+def validate(layout: Layout, task_id: str, now: str) -> dict[str, Any]:
+    """`harness plan validate`: the task's plan read and every subtask pre-flighted; its
+    run order when there is no problem. This is the document `--json` prints."""
+    plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
+    agents = registry.load(layout.registry, layout.root)
+    # A broken ai/harness.toml is refused here, not at the first step.
+    problems = plan_problems(layout, plan, agents, now)
+    order = [s.id for s in plan_mod.order(plan)] if not problems else []
+    return {"task_id": task_id, "valid": not problems, "problems": problems, "order": order}
+
+
 def plan_problems(layout: Layout, plan: Plan, agents: Sequence[Agent], now: str) -> list[str]:
     """`harness plan validate`'s pre-flight of every subtask: each agent asked for its
     version in its sandbox, as `next` asks it, inputs looked up at HEAD."""
@@ -128,3 +141,19 @@ def plan_problems(layout: Layout, plan: Plan, agents: Sequence[Agent], now: str)
             return checker.plan(plan)
         finally:
             git.close()
+
+
+def registry_check(layout: Layout) -> Iterator[dict[str, object]]:
+    """`harness registry check`: each registry agent asked for its version in its sandbox,
+    one row as each answers (a probe may take seconds): its id, the range wanted, and the
+    version found or why it cannot run."""
+    contain = Containment(layout, config.load(layout.config))
+    with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
+        for agent in registry.load(layout.registry, layout.root):
+            row: dict[str, object] = {"id": agent.id, "wanted": agent.version}
+            try:
+                version = contain.probe(agent, Path(scratch) / agent.id)
+                row |= {"ok": True, "version": version, "error": None}
+            except HarnessError as exc:
+                row |= {"ok": False, "version": None, "error": str(exc)}
+            yield row

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import files
 from .layout import Layout
 from .ledger import digest
+
+if TYPE_CHECKING:  # the orchestrator is what records; it needs nothing of this at import
+    from .orchestrator import Task
 
 # The sha256 of each path's content in HEAD, None where HEAD has no file there.
 Committed = Callable[[list[str]], Mapping[str, str | None]]
@@ -68,6 +72,37 @@ def collect(
             refused[path] = "not written or read by harness"
     lines = [f"{path}: {why}" for path, why in sorted(refused.items())]
     return Record(taken | dict(held), dropped, lines)
+
+
+def record(task: Task) -> list[str]:
+    """Commit the task's state (plan, checklist, log, exchanges) so a clone holds it all,
+    then clear the ledger; the "path: why" of each file refused (see collect)."""
+    if not task.log.events:
+        return []
+    message = (
+        f"harness: record {task.task_id}\n\n"
+        f"Harness-Task: {task.task_id}\n"
+        f"Harness-Log-Head: {task.log.head}\n"
+    )
+    who = (task.config.name, task.config.email)
+    head = task.git.head()
+    found = collect(
+        task.layout,
+        task.task_id,
+        task.ledger.entries,
+        {task.layout.rel(task.log.path): task.log.data()},
+        lambda paths: task.git.blob_hashes(head, paths),
+    )
+    task.git.record(
+        found.taken,
+        found.dropped,
+        message,
+        who,
+        task.log.events[-1]["ts"],
+        task.scratch("record.index"),
+    )
+    task.ledger.clear()
+    return found.refused
 
 
 def _within(path: str, tops: Collection[str]) -> bool:

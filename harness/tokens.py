@@ -37,6 +37,21 @@ class Token:
             return f"token {self.id} expired at {self.expires}"
         return None
 
+    def row(self, ts: str) -> dict[str, object]:
+        """The token as `harness tokens list --json` shows it, with whether it is usable at
+        `ts` and why not."""
+        why = self.usable_at(ts)
+        return {
+            "id": self.id,
+            "paths": list(self.paths),
+            "expires": self.expires,
+            "one_shot": self.one_shot,
+            "revoked": self.revoked,
+            "spent": self.spent,
+            "usable": why is None,
+            "why": why,
+        }
+
     def covers(self, globs: Sequence[str]) -> bool:
         return all(any(scope.covers(p, g) for p in self.paths) for g in globs)
 

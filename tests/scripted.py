@@ -107,18 +107,14 @@ def run(root: Path, worker: Scripted, task_id: str = "demo", resumes: int = 10) 
     try:
         while True:
             try:
-                sid = orchestrator.step(task)
+                for finished in orchestrator.steps(task, once=False):
+                    if finished is None:
+                        return done
+                    done.append(finished.subtask)
             except Halted:
-                block = task.model.blocker
-                if block is None or resumes == 0:
+                if task.model.blocker is None or resumes == 0:
                     raise
                 resumes -= 1
-                task.log.append(
-                    "blocker_resolved", "ok", step=block.get("step"), details={"reason": "test"}
-                )
-                continue
-            if sid is None:
-                return done
-            done.append(sid)
+                orchestrator.resume(task, "test")
     finally:
         task.git.close()

@@ -47,6 +47,21 @@ def test_usable_at(made: tokens.Token, why: str | None) -> None:
         assert found is not None and why in found
 
 
+def test_row_says_whether_the_token_is_usable_and_why_not() -> None:
+    assert token("W1", "src/**", "docs/**").row(NOW) == {
+        "id": "W1",
+        "paths": ["src/**", "docs/**"],
+        "expires": "2026-01-02T00:00:00Z",
+        "one_shot": False,
+        "revoked": False,
+        "spent": None,
+        "usable": True,
+        "why": None,
+    }
+    row = token("W1", revoked=True).row(NOW)
+    assert (row["revoked"], row["usable"], row["why"]) == (True, False, "token W1 is revoked")
+
+
 def test_select_first_usable_covering_token_in_file_order() -> None:
     known = [
         token("W1", "src/**", revoked=True),

@@ -1,0 +1,30 @@
+"""`harness init`: the files a repository needs before its first task, each written only
+where none is, so a person's own is never overwritten."""
+
+from __future__ import annotations
+
+from . import config, files, registry, tokens
+from .layout import Layout
+from .workers import launcher
+
+
+def init(layout: Layout, gemini: bool) -> list[str]:
+    """Write the config, the registry, the token store and the agents' launchers that are
+    missing; the repository paths written, in that order."""
+    shims = ["claude", "codex", *(["gemini"] if gemini else [])]
+    wanted = [
+        (layout.config, config.DEFAULT_TEXT.encode()),
+        (layout.registry, files.pretty(registry.default(shims))),
+        (layout.tokens, files.pretty(tokens.DEFAULT)),
+    ]
+    wanted += [
+        (layout.ai / "agents" / "bin" / f"{name}-cli", launcher(name).encode()) for name in shims
+    ]
+    made = []
+    for path, data in wanted:
+        if not path.exists():
+            files.atomic_write(path, data)
+            if path.parent.name == "bin":
+                path.chmod(0o755)
+            made.append(path.relative_to(layout.root).as_posix())
+    return made

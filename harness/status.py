@@ -1,0 +1,30 @@
+"""`harness status`: where a task stands, read from its plan, log and exchanges alone, so
+it answers while another harness holds the task's lock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import exchanges
+from . import plan as plan_mod
+from .clock import Clock
+from .layout import Layout
+from .progress import Log
+
+
+def status(layout: Layout, task_id: str, clock: Clock) -> dict[str, Any]:
+    """Per subtask in run order its status, why, commit, call and unverified criteria; the
+    blocker in force, whether the task is complete, its agents' cost, and how many events
+    ran uncontained. This is the document `harness status --json` prints."""
+    plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
+    model = Log(layout.log(task_id), task_id, clock).model
+    rows = [{"id": s.id, "role": s.role, **model.summary(s.id)} for s in plan_mod.order(plan)]
+    block = model.blocker
+    return {
+        "task_id": task_id,
+        "blocked": block and {"step": block.get("step"), "error": block.get("error")},
+        "subtasks": rows,
+        "complete": model.completed is not None,
+        "cost_usd": round(exchanges.total_cost(layout.exchanges(task_id)), 6),
+        "uncontained_events": model.uncontained,
+    }

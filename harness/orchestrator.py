@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +53,11 @@ class Recording(Protocol):
     def unrecorded(self, call_id: str) -> NoReturn:
         """A call the record does not hold was about to be made."""
 
-    def move_to_base(self, task: Task) -> None:
-        """Bring HEAD to the base the record's next call was made on (human commits)."""
+    def base(self, task: Task) -> str:
+        """The base the record's next call was made on (HEAD moved over human commits)."""
+
+    def launches(self, flying: set[str]) -> bool:
+        """Whether the record's next line is a launch (of a subtask not in `flying`)."""
 
     def checks(self, step: str) -> Steps | None:
         """The step's check results as recorded, or None to run the checks again."""
@@ -191,12 +195,22 @@ class Task:
             self.ledger.write(path, data)
 
 
-def step(task: Task) -> str | None:
-    """Advance the task by one subtask and return its id; None once complete; or Halted."""
+class Finished(NamedTuple):
+    """A subtask a run finished: its id and what its step_completed names."""
+
+    subtask: str
+    call_id: Any
+    commit: Any
+
+
+def steps(task: Task, once: bool, slots: int = 1) -> Iterator[Finished | None]:
+    """Run the task, yielding each subtask as it is done, then None once the task is
+    complete; with `once`, until the first subtask ends. A halt is raised: a blocker (the
+    task waits for a person), or, with `once`, the subtask that failed."""
     block = task.model.blocker
     if block is not None:
         raise Halted(
-            f"task {task.task_id} is blocked at {block.get('step', '?')}: "
+            f"task {task.task_id} is blocked at {block.get('step') or 'its end'}: "
             f"{block.get('error', 'see the log')} (fix it, then `harness resume`)"
         )
     settle(task)
@@ -204,37 +218,158 @@ def step(task: Task) -> str | None:
     if task.model.started is None:
         task.log.append("task_started", "ok", details={"subtasks": len(task.plan.subtasks)})
     task.sync_checklist()
-    finished = task.model.done
-    sub = next((s for s in plan_mod.order(task.plan) if s.id not in finished), None)
-    if sub is None:
-        if task.model.completed is None:
-            task.log.append("task_completed", "ok")
-        return None
-    Subtask(task, sub).run()
-    task.sync_checklist()
-    return sub.id
+    with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="harness-call") as pool:
+        run = Run(task, slots, pool)
+        try:
+            yield from run.go(once)
+        finally:
+            run.land_nothing_more()
 
 
-class Finished(NamedTuple):
-    """A subtask a step finished: its id and what its step_completed names."""
+class Run:
+    """Subtasks in flight at once, up to `slots` (DESIGN §10), deterministic whatever the
+    timing: a subtask is launched when its dependencies are done and a slot is free, first
+    in plan order; results are taken strictly in plan order, so the log, every commit and
+    the next launches depend on the plan and the answers alone, never on which call ended
+    first. A slot frees when its result is taken.
 
-    subtask: str
-    call_id: Any
-    commit: Any
+    Each call's base is fixed by the plan: with one slot, everything committed before it
+    (the head at its launch); with more, the head its latest dependency left, in plan
+    order, or the head the run began on. Each change is gated, verified and committed on
+    the branch as it is taken, so it lands on, and is checked against, what precedes it."""
 
+    def __init__(self, task: Task, slots: int, pool: ThreadPoolExecutor) -> None:
+        self.task, self.slots, self.pool = task, slots, pool
+        self.order = plan_mod.order(task.plan)
+        self.position = {s.id: i for i, s in enumerate(self.order)}
+        self.start = task.git.head()
+        self.after: dict[str, str] = {}  # subtask ended in this run -> the head it left
+        self.flying: dict[str, tuple[Subtask, Flight]] = {}
+        self.free = list(range(slots))  # worker folders not in use, lowest first
 
-def steps(task: Task, once: bool) -> Iterator[Finished | None]:
-    """Step the task, yielding each subtask as it finishes, then None once the task is
-    complete; with `once`, only the first step. A halt is raised, as step raises it."""
-    while True:
-        done = step(task)
-        if done is None:
+    def go(self, once: bool) -> Iterator[Finished | None]:
+        model = self.task.model
+        self.resume_open()
+        while True:
+            self.skip_dependents()
+            if not (once and self.after):
+                self.launch()
+            if not self.flying:
+                break
+            sid = min(self.flying, key=self.position.__getitem__)
+            job, flight = self.flying.pop(sid)
+            self.free.append(flight.slot)
+            if job.finish(flight):
+                self.ended(job)
+                call_id, commit, _ = model.done[sid]
+                yield Finished(sid, call_id, commit)
+            else:
+                self.begin(job, flight.slot)
+        self.halt_if_failed(once)
+        if once and self.after:
+            return
+        if all(s.id in model.done for s in self.order):
+            if model.completed is None:
+                self.task.log.append("task_completed", "ok")
             yield None
+
+    def resume_open(self) -> None:
+        """Calls a killed run left without an outcome are taken first, whatever the slots."""
+        for sub in self.order:
+            if self.task.model.attempt(sub.id).open and sub.id not in self.flying:
+                self.begin(Subtask(self.task, sub, None), self.slot())
+
+    def slot(self) -> int:
+        self.free.sort()
+        return self.free.pop(0) if self.free else len(self.flying)
+
+    def waiting(self, sub: plan_mod.Subtask) -> bool:
+        model = self.task.model
+        return (
+            sub.id not in self.flying
+            and not model.resolved(sub.id)
+            and all(model.goes_on(dep) for dep in sub.depends_on)
+        )
+
+    def launch(self) -> None:
+        task = self.task
+        while self.halted() is None:
+            if task.recording is not None:
+                if not task.recording.launches(set(self.flying)):
+                    return
+            elif len(self.flying) >= self.slots:
+                return
+            sub = next((s for s in self.order if self.waiting(s)), None)
+            if sub is None:
+                return
+            self.begin(Subtask(task, sub, self.base(sub)), self.slot())
+
+    def begin(self, job: Subtask, slot: int) -> None:
+        """Put the subtask's next call in flight, or end it (failed) when it has none."""
+        flight = job.next_flight(self.pool, slot)
+        if flight is not None:
+            self.flying[job.sub.id] = (job, flight)
+            self.free = [f for f in self.free if f != slot]
+        else:
+            self.free.append(slot)
+            self.ended(job)
+
+    def ended(self, job: Subtask) -> None:
+        self.after[job.sub.id] = self.task.git.head()
+        self.task.sync_checklist()
+
+    def base(self, sub: plan_mod.Subtask) -> str | None:
+        if self.slots == 1:
+            return None  # the head at launch
+        landed = [d for d in sub.depends_on if d in self.after]
+        return self.after[max(landed, key=self.position.__getitem__)] if landed else self.start
+
+    def halted(self) -> str | None:
+        """The first subtask, in plan order, that failed this epoch under on_error "stop"."""
+        return next((s.id for s in self.order if self.task.model.stops(s.id)), None)
+
+    def skip_dependents(self) -> None:
+        """Log step_skipped for each subtask a failure under "skip_dependents" (or a skip)
+        leaves without a dependency; plan order carries it down the graph."""
+        model = self.task.model
+        for sub in self.order:
+            if model.resolved(sub.id) or sub.id in self.flying:
+                continue
+            cause = next((d for d in sub.depends_on if model.skips_dependents(d)), None)
+            if cause is not None:
+                self.task.log.append("step_skipped", "ok", step=sub.id, details={"cause": cause})
+                self.after[sub.id] = self.task.git.head()
+
+    def halt_if_failed(self, once: bool) -> None:
+        """Nothing is in flight. A failure under "stop" blocks the task at that subtask.
+        With `once`, the subtask this command ran failing or skipped is its failure.
+        Otherwise, once nothing is left to run, failures that went on block the task at
+        its end, naming each: a skip or a failure never counts as success."""
+        model, log = self.task.model, self.task.log
+        stop = self.halted()
+        if stop is not None:
+            if model.blocker is None:
+                error = model.reason(stop) or "step failed"
+                log.append("blocker_encountered", "blocked", step=stop, error=error)
+            raise Halted(f"{stop} blocked: {model.reason(stop)}")
+        if once and self.after:
+            mine = [s for s in self.after if s not in model.done]
+            if mine:
+                raise Halted("; ".join(f"{s} {model.status(s)}: {model.reason(s)}" for s in mine))
             return
-        call_id, commit, _ = task.model.done[done]
-        yield Finished(done, call_id, commit)
-        if once:
+        ended = [s.id for s in self.order if s.id in model.ended()]
+        if not ended or not all(model.resolved(s.id) for s in self.order):
             return
+        why = "; ".join(f"{s} {model.status(s)}: {model.reason(s)}" for s in ended)
+        log.append("blocker_encountered", "blocked", error=why)
+        raise Halted(f"task {self.task.task_id} is not complete: {why}")
+
+    def land_nothing_more(self) -> None:
+        """Leaving early (a halt, an error, Ctrl-C): no call in flight, or being taken,
+        outlives the run; its invocation stays open in the log, so the next run makes it
+        again under the same call_id."""
+        proc.stop_all()
+        self.flying.clear()
 
 
 def resume(task: Task, reason: str) -> Any:
@@ -297,19 +432,35 @@ def refuse_dirty(task: Task) -> None:
         raise InvalidInput(f"uncommitted changes where the task may write: {shown}")
 
 
-class Subtask:
-    """One subtask's step: attempts, the retry rule, and the blocker at the end."""
+@dataclass
+class Flight:
+    """A call launched and not yet taken: its process runs in a pool thread, or, when the
+    exchange holds its answer already (a resumed or replayed call), nothing runs."""
 
-    def __init__(self, task: Task, sub: plan_mod.Subtask) -> None:
+    att: protocol.Attempt
+    agent: Agent
+    call: envelope.Call
+    slot: int  # which worker folder it uses
+    future: Future[proc.Result] | None = None
+    staging: Path | None = None
+
+
+class Subtask:
+    """One subtask's step: attempts and the retry rule, its calls, and how their changes land."""
+
+    def __init__(self, task: Task, sub: plan_mod.Subtask, base: str | None) -> None:
         self.task = task
         self.sub = sub
         self.log = task.log
+        self.base = base  # fixed by the run (Run.base); None: the head at launch
 
-    def run(self) -> None:
+    def next_flight(self, pool: Executor, slot: int) -> Flight | None:
+        """The subtask's next call, launched; None once it has ended this epoch (its
+        step_failed, or step_skipped, logged)."""
         while True:
             mine = self.task.model.step(self.sub.id)
-            if mine is not None and mine.failed is not None:
-                self.block(str(mine.failed.get("error", "step failed")))
+            if mine is not None and (mine.failed or mine.skipped) is not None:
+                return None
             att = self.task.model.attempt(self.sub.id)
             failed = att.failure
             if failed is not None:
@@ -323,11 +474,15 @@ class Subtask:
                     continue
                 self.fail(str(failed.get("error", failed["event"])), failed["event"])
                 continue
-            if self.attempt(att):
-                return
+            flight = self.launch(att, pool, slot)
+            if flight is not None:
+                return flight
 
     def fail(self, reason: str, phase: str) -> None:
-        self.error("step_failed", {"phase": phase}, reason)
+        details = {"phase": phase}
+        if self.sub.on_error != "stop":  # the task goes on without this subtask
+            details["on_error"] = self.sub.on_error
+        self.error("step_failed", details, reason)
 
     def error(self, event: str, details: dict[str, Any], reason: str | None) -> None:
         self.log.append(event, "error", step=self.sub.id, details=details, error=reason)
@@ -337,21 +492,18 @@ class Subtask:
         self.task.live.ended(self.sub.id, name, ok)
         return ok
 
-    def block(self, reason: str) -> None:
-        self.log.append("blocker_encountered", "blocked", step=self.sub.id, error=reason)
-        raise Halted(f"{self.sub.id} blocked: {reason}")
-
     # -- one attempt -----------------------------------------------------------------------
 
-    def attempt(self, att: protocol.Attempt) -> bool:
-        """Run or finish one attempt; True when the step completed, False after a failure."""
+    def launch(self, att: protocol.Attempt, pool: Executor, slot: int) -> Flight | None:
+        """Make the attempt's call (logged before it starts), or take it up again after a
+        kill; None when it failed before any call."""
         task, sub = self.task, self.sub
         invoked = att.invoked
         agent = registry.route(task.agents, sub.role, sub.agent)
         assert agent is not None, "Task.load checked every subtask routes"
         call = self.build_call(att, invoked, agent)
         if call is None:
-            return False
+            return None
         if invoked is None:
             details = {
                 "subagent": agent.id,
@@ -369,7 +521,36 @@ class Subtask:
                 f"subtask {sub.id} changed since call {invoked['details']['call_id'][:12]} "
                 "was made: restore its plan, inputs and config, or resolve a blocker first"
             )
-        outcome = self.answer(agent, call)
+        flight = Flight(att, agent, call, slot)
+        if exchanges.load(task.layout.exchange(task.task_id, call.call_id)) is not None:
+            return flight
+        if task.recording is not None:
+            task.recording.unrecorded(call.call_id)
+        task.probe(agent)  # also for a call resumed after a kill: its meta names the version
+        flight.staging = exchanges.stage(task.scratch("staging") / call.call_id, call)
+        timeouts = call.prompt["payload"]["timeouts"]
+        base = call.context["payload"]["base"]
+        retry = envelope.RETRY_CONSTRAINT in call.prompt["payload"]["constraints"]
+        task.live.started(sub.id, agent.id, sub.role, retry)
+        # One folder per slot: a worker's copy is moved between bases, not made afresh.
+        scratch = task.scratch("worker" if slot == 0 else f"worker-{slot}")
+        flight.future = pool.submit(
+            _answer,
+            task.answering,
+            agent,
+            task.layout.root,
+            base,
+            flight.staging,
+            timeouts,
+            scratch,
+        )
+        return flight
+
+    def finish(self, flight: Flight) -> bool:
+        """Take the call's answer, and land its change; True when the step completed,
+        False after a failure."""
+        task, sub, att, agent, call = self.task, self.sub, flight.att, flight.agent, flight.call
+        outcome = self.answer(flight)
         self.phase("call", outcome.status == "ok")
         if not (att.has("subagent_succeeded") or att.has("subagent_failed")):
             self.record_outcome(agent, call, outcome)
@@ -389,8 +570,8 @@ class Subtask:
                 sub, outcome.result, task.git, call.context["payload"]["base"]
             )
             if not self.phase("acceptance", not problems):
-                details = {"check": "acceptance", "failures": problems}
-                self.error("acceptance_failed", details, "; ".join(problems))
+                failures = {"check": "acceptance", "failures": problems}
+                self.error("acceptance_failed", failures, "; ".join(problems))
                 return False
         details = {"call_id": call.call_id, "commit": commit}
         self.log.append("step_completed", "ok", step=sub.id, details=details)
@@ -423,8 +604,10 @@ class Subtask:
             token_id = invoked["details"]["token"]
         else:
             if task.recording is not None:
-                task.recording.move_to_base(task)
-            ts, base = task.log.now(), task.git.head()
+                base = task.recording.base(task)
+            else:
+                base = self.base or task.git.head()
+            ts = task.log.now()
             cleared = self.cleared(ts, base)
             if cleared is None:
                 return None
@@ -472,48 +655,34 @@ class Subtask:
             found.append({"name": "harness/previous-failure.txt", "text": retry_of})
         return found
 
-    def answer(self, agent: Agent, call: envelope.Call) -> worker.Outcome:
-        """The recorded answer for this call_id if there is one, else a fresh call."""
-        task = self.task
+    def answer(self, flight: Flight) -> worker.Outcome:
+        """The call's answer: recorded in its exchange now if it was just made."""
+        task, agent, call = self.task, flight.agent, flight.call
         folder = task.layout.exchange(task.task_id, call.call_id)
-        exchange = exchanges.load(folder)
-        if exchange is None:
-            exchange = self.call(agent, call, folder)
-        meta = exchange.meta
         limits = (task.config.max_output_bytes, task.config.max_artifact_bytes)
+        if flight.future is not None and flight.staging is not None:
+            result = flight.future.result()
+            stdout = (flight.staging / "stdout.ndjson").read_bytes()
+            outcome = worker.judge(
+                stdout, result.code, result.timed_out, task.task_id, agent.id, limits
+            )
+            made = {
+                "task_id": task.task_id,
+                "subtask": self.sub.id,
+                "agent": agent.id,
+                "agent_version": task.probed.get(agent.id, ""),
+                "argv": [agent.cmd, *agent.args],
+                "exit_code": result.code,
+                "timed_out": result.timed_out,
+            }
+            exchanges.commit(flight.staging, folder, call, outcome, made, task.ledger)
+            fault("after:exchange")
+        exchange = exchanges.load(folder)
+        assert exchange is not None, "the exchange was recorded or just committed"
+        meta = exchange.meta
         return worker.judge(
             exchange.stdout, meta["exit_code"], meta["timed_out"], task.task_id, agent.id, limits
         )
-
-    def call(self, agent: Agent, call: envelope.Call, folder: Path) -> exchanges.Exchange:
-        task = self.task
-        if task.recording is not None:
-            task.recording.unrecorded(call.call_id)
-        task.probe(agent)  # also for a call resumed after a kill: its meta names the version
-        staging = exchanges.stage(task.scratch("staging") / call.call_id, call)
-        timeouts = call.prompt["payload"]["timeouts"]
-        base = call.context["payload"]["base"]
-        retry = envelope.RETRY_CONSTRAINT in call.prompt["payload"]["constraints"]
-        task.live.started(self.sub.id, agent.id, self.sub.role, retry)
-        scratch = task.scratch("worker")
-        result = task.answering.call(agent, task.git, base, staging, timeouts, scratch)
-        limits = (task.config.max_output_bytes, task.config.max_artifact_bytes)
-        stdout = (staging / "stdout.ndjson").read_bytes()
-        outcome = worker.judge(
-            stdout, result.code, result.timed_out, task.task_id, agent.id, limits
-        )
-        meta = {
-            "task_id": task.task_id,
-            "subtask": self.sub.id,
-            "agent": agent.id,
-            "agent_version": self.task.probed.get(agent.id, ""),
-            "argv": [agent.cmd, *agent.args],
-            "exit_code": result.code,
-            "timed_out": result.timed_out,
-        }
-        exchange = exchanges.commit(staging, folder, call, outcome, meta, task.ledger)
-        fault("after:exchange")
-        return exchange
 
     def record_outcome(self, agent: Agent, call: envelope.Call, outcome: worker.Outcome) -> None:
         details: dict[str, Any] = {"subagent": agent.id, "call_id": call.call_id}
@@ -733,6 +902,23 @@ def refuse_in_the_way(git: repo.Repo, changes: list[diffgate.Change]) -> None:
                 f"{change.path}; harness writes neither through nor over it: move it away, "
                 "then run again"
             )
+
+
+def _answer(
+    answering: Worker,
+    agent: Agent,
+    root: Path,
+    base: str,
+    staging: Path,
+    timeouts: dict[str, float],
+    scratch: Path,
+) -> proc.Result:
+    """A call, in a pool thread: with a git of its own, which threads may not share."""
+    git = repo.Repo(root)
+    try:
+        return answering.call(agent, git, base, staging, timeouts, scratch)
+    finally:
+        git.close()
 
 
 def _token_of(call: envelope.Call) -> str | None:

@@ -27,6 +27,7 @@ class Subtask:
     allow_new_deps: bool
     allow_mode_change: bool
     allow_api_change: bool
+    on_error: str = "stop"  # the subtask's own, else the plan's (protocol.CONTINUE, ...)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Plan:
     task_id: str
     created: str
     subtasks: tuple[Subtask, ...]
+    max_parallel: int | None = None
 
     def get(self, subtask_id: str) -> Subtask:
         return self.by_id[subtask_id]
@@ -49,14 +51,20 @@ def load(path: Path, root: Path, task_id: str, raw: bytes | None = None) -> Plan
     label = path.relative_to(root).as_posix()
     if data["task_id"] != task_id:
         raise InvalidInput(f"{label}: $.task_id: {data['task_id']!r} is not {task_id!r}")
-    plan = Plan(data["task_id"], data["created"], tuple(_subtask(s) for s in data["subtasks"]))
+    on_error = data.get("on_error", "stop")
+    plan = Plan(
+        data["task_id"],
+        data["created"],
+        tuple(_subtask(s, on_error) for s in data["subtasks"]),
+        data.get("max_parallel"),
+    )
     problem = structure_problem(plan)
     if problem is not None:
         raise InvalidInput(f"{label}: {problem}")
     return plan
 
 
-def _subtask(s: dict[str, Any]) -> Subtask:
+def _subtask(s: dict[str, Any], on_error: str) -> Subtask:
     return Subtask(
         id=s["id"],
         role=s["role"],
@@ -72,6 +80,7 @@ def _subtask(s: dict[str, Any]) -> Subtask:
         allow_new_deps=s.get("allow_new_deps", False),
         allow_mode_change=s.get("allow_mode_change", False),
         allow_api_change=s.get("allow_api_change", False),
+        on_error=s.get("on_error", on_error),
     )
 
 

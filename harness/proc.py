@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack, suppress
@@ -54,6 +55,20 @@ def base_env(
         if name in src and name not in env and not name.startswith("GIT_"):
             env[name] = src[name]
     return env
+
+
+# Groups of commands running now: several run at once when a run has calls in flight.
+_LIVE: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_all() -> None:
+    """Kill every command harness is running, from any thread: a run leaving early (a halt,
+    Ctrl-C) leaves no call behind. Each one's own `run` then reaps it and returns."""
+    with _LIVE_LOCK:
+        groups = sorted(_LIVE)
+    for pgid in groups:
+        _kill_group(pgid, signal.SIGKILL)
 
 
 def _kill_group(pgid: int, sig: signal.Signals) -> None:
@@ -145,6 +160,8 @@ def run(
                 boxed.started()
         timed_out: str | None = None
         leaked = False
+        with _LIVE_LOCK:
+            _LIVE.add(proc.pid)
         try:
             while True:
                 if not stages:
@@ -167,6 +184,8 @@ def run(
             # descendants even after the direct child was reaped; a group id is not reused
             # while any member exists. Runs on interrupts too.
             _kill_group(proc.pid, signal.SIGKILL)
+            with _LIVE_LOCK:  # before the reaping: a reaped leader's id may be reused
+                _LIVE.discard(proc.pid)
             if proc.returncode is None:
                 proc.wait()
         duration = time.monotonic() - start

@@ -12,6 +12,9 @@ The words, defined here and nowhere else:
   up to the next subagent_retried. One call at most; two attempts at most per epoch.
 - outcome: how an attempt ended: "completed" (step_completed), "failed" (the failure that
   ended it, or the step_failed of a refusal), or "in progress".
+- end: how a subtask left the epoch: done (step_completed), failed (step_failed; with
+  on_error "continue" or "skip_dependents" the task goes on without it), or skipped
+  (step_skipped: a dependency failed or was skipped under "skip_dependents").
 """
 
 from __future__ import annotations
@@ -35,13 +38,18 @@ STEP_EVENTS = frozenset(
         "subagent_diffs_applied",
         "step_completed",
         "step_failed",
+        "step_skipped",
         *CHECK_PASSED,
         *CHECK_FAILED,
     }
 )
 MAX_ATTEMPTS = 2
+# A failed subtask's dependents may still run (DESIGN §10): the task goes on without its work.
+CONTINUE = "continue"
+SKIP_DEPENDENTS = "skip_dependents"
 _SHORT = 12
 _NO_DETAILS: dict[str, Any] = {}
+_RUNNING: tuple[str, str | None] = ("running", None)
 
 
 def short(value: object) -> str:
@@ -127,6 +135,7 @@ class Step:
     attempt: Attempt
     failed: Event | None = None  # its step_failed
     failed_at: int | None = None
+    skipped: Event | None = None  # its step_skipped
     last_failure: Event | None = None  # the latest failure event, whichever attempt
 
 
@@ -162,9 +171,9 @@ class Model:
         # Per subtask, never per event: what a later query needs of its events, not them.
         self.done: dict[str, Completed] = {}
         self.steps: dict[str, Step] = {}  # the current epoch's subtasks not done
-        # subtask not done -> None once it has an event, or its step_failed's error while
-        # that is its latest event (status: pending, running or failed)
-        self.seen: dict[str, str | None] = {}
+        # subtask not done -> (its status, why) as its latest event says: running, failed
+        # (its step_failed's error) or skipped (the dependency it was skipped for)
+        self.seen: dict[str, tuple[str, str | None]] = {}
         # call_id -> (seq of its subagent_invoked, "ok" | the failure's kind | "" while none)
         self.calls: dict[str, tuple[int, str]] = {}
         self.uncontained = 0  # events that ran with the sandbox off
@@ -181,23 +190,54 @@ class Model:
         return self.steps.get(step)
 
     def status(self, step: str) -> str:
-        """pending, running, done, failed or blocked."""
+        """pending, running, done, failed, skipped or blocked."""
         if step in self.done:
             return "done"
         if step not in self.seen:
             return "pending"
         if self.blocker is not None and self.blocker.get("step") == step:
             return "blocked"
-        return "failed" if self.seen[step] is not None else "running"
+        return self.seen[step][0]
 
     def reason(self, step: str) -> str | None:
-        """Why the subtask is blocked or failed, as the log says."""
+        """Why the subtask is blocked, failed or skipped, as the log says."""
         status = self.status(step)
         if status == "blocked" and self.blocker is not None:
             return str(self.blocker.get("error", "see the log"))
-        if status == "failed":
-            return self.seen[step]
-        return None
+        return self.seen[step][1] if status in ("failed", "skipped") else None
+
+    def goes_on(self, step: str) -> bool:
+        """Whether the subtask's dependents may run: it is done, or it failed this epoch
+        under on_error "continue"."""
+        if step in self.done:
+            return True
+        st = self.steps.get(step)
+        return st is not None and _detail(st.failed, "on_error") == CONTINUE
+
+    def resolved(self, step: str) -> bool:
+        """Done, or failed or skipped in the current epoch: nothing more runs of it."""
+        st = self.steps.get(step)
+        return step in self.done or (st is not None and (st.failed or st.skipped) is not None)
+
+    def stops(self, step: str) -> bool:
+        """Failed this epoch under on_error "stop" (the default): the task halts for it."""
+        st = self.steps.get(step)
+        return (
+            st is not None
+            and st.failed is not None
+            and _detail(st.failed, "on_error") not in (CONTINUE, SKIP_DEPENDENTS)
+        )
+
+    def skips_dependents(self, step: str) -> bool:
+        """Skipped, or failed under "skip_dependents", this epoch: its dependents are skipped."""
+        st = self.steps.get(step)
+        return st is not None and (
+            st.skipped is not None or _detail(st.failed, "on_error") == SKIP_DEPENDENTS
+        )
+
+    def ended(self) -> list[str]:
+        """The current epoch's subtasks that failed or were skipped, in the order fed."""
+        return [s for s, st in self.steps.items() if st.failed is not None or st.skipped]
 
     def summary(self, step: str) -> dict[str, Any]:
         """The subtask as `harness status` shows it: its status and why, its latest call and
@@ -265,13 +305,14 @@ class Model:
             seen = self.done[step].at
             out.order(f"{name} for {step} after its step_completed (seq {seen})")
             return out
-        failed = name == "step_failed"
-        self.seen[step] = str(ev.get("error", "see the log")) if failed else None
+        self.seen[step] = _RUNNING
         st = self.steps.get(step)
         if st is None:
             st = self.steps[step] = Step(self._new_attempt(step, 1))
         elif st.failed_at is not None:
             out.order(f"{name} for {step} after its step_failed (seq {st.failed_at})")
+        elif st.skipped is not None:
+            out.order(f"{name} for {step} after its step_skipped")
         _RULES[name](self, seq, ev, step, st, details, out)
         return out
 
@@ -297,7 +338,10 @@ class Model:
         elif name == "blocker_encountered":
             step = ev.get("step")
             st = self.steps.get(step) if isinstance(step, str) else None
-            if st is None or st.failed is None:
+            if step is None:  # the task halts after subtasks that failed and went on
+                if not self.ended():
+                    out.order("blocker_encountered for the task while no subtask failed")
+            elif st is None or st.failed is None:
                 out.order(f"blocker_encountered for {step} without its step_failed")
             self.blocker, self.blocked_at = ev, seq
         elif name == "blocker_resolved":
@@ -330,7 +374,7 @@ def _invoked(
         out.order(f"a second subagent_invoked in attempt {att.number}")
     if d.get("attempt") != att.number:
         out.order(f"details.attempt is {d.get('attempt')!r}, not {att.number}")
-    waiting = [dep for dep in (m.subtasks or {}).get(step, ()) if dep not in m.done]
+    waiting = [dep for dep in (m.subtasks or {}).get(step, ()) if not m.goes_on(dep)]
     if waiting:
         out.order(f"subagent_invoked for {step} before {', '.join(waiting)} completed")
     if att.events:  # what came before the call is the attempt's no longer
@@ -457,6 +501,25 @@ def _failed(
         out.order(f"step_failed while call {call} has no outcome")
     st.attempt.add(ev)
     st.failed, st.failed_at = ev, seq
+    m.seen[step] = ("failed", str(ev.get("error", "see the log")))
+
+
+def _skipped(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    cause = d.get("cause")
+    if st.attempt.events:
+        out.order(f"step_skipped for {step}, which ran in this epoch")
+    if m.subtasks is not None and cause not in m.subtasks.get(step, ()):
+        out.order(f"step_skipped for {step} names {cause!r}, none of its dependencies")
+    found = m.steps.get(cause) if isinstance(cause, str) else None
+    if found is None or not (
+        found.skipped is not None or _detail(found.failed, "on_error") == SKIP_DEPENDENTS
+    ):
+        out.order(f"step_skipped for {step}: {cause!r} neither failed to skip its dependents")
+    st.skipped = ev
+    why = "skipped" if found is not None and found.skipped is not None else "failed"
+    m.seen[step] = ("skipped", f"{cause} {why}")
 
 
 _RULES = {
@@ -467,5 +530,6 @@ _RULES = {
     "subagent_diffs_applied": _applied,
     "step_completed": _completed,
     "step_failed": _failed,
+    "step_skipped": _skipped,
     **dict.fromkeys(CHECK_PASSED | CHECK_FAILED, _check),
 }

@@ -52,6 +52,11 @@ class RecordEnds(Exception):
     """The orchestrator went on past the last recorded line: the recorded run stopped there."""
 
 
+class CommandEnds(Exception):
+    """The orchestrator went on past the last line the recorded command wrote: the next
+    lines were written by another command, with the inputs of its own record commit."""
+
+
 def describe(event: Event | None) -> str:
     """One line naming what is compared of an event."""
     if event is None:
@@ -83,6 +88,7 @@ class ReplayLog(Log):
     def __init__(self, path: Path, task_id: str, recorded: list[Event]) -> None:
         super().__init__(path, task_id, RecordedClock(recorded))
         self.recorded = recorded
+        self.limit: int | None = None  # lines the command being replayed wrote, in all
 
     @property
     def expected(self) -> Event | None:
@@ -94,6 +100,8 @@ class ReplayLog(Log):
         expected = self.expected
         if expected is None:
             raise RecordEnds
+        if self.limit is not None and len(self.events) >= self.limit:
+            raise CommandEnds
         if _key(record) != _key(expected):
             raise Diverged(len(self.events), describe(expected), describe(record))
         return super().write(expected)
@@ -151,19 +159,29 @@ class Recording:
             len(self.log.events), describe(expected), f"a call not in the record ({call_id[:12]})"
         )
 
-    def move_to_base(self, task: orchestrator.Task) -> None:
-        """Fast-forward over the commits people (or record commits) added before this call.
+    def launches(self, flying: set[str]) -> bool:
+        """A replay launches a subtask when the record does: its next line is about a
+        subtask with no call in flight (its invocation, or its failure before one)."""
+        expected = self.log.expected
+        if expected is None:
+            raise RecordEnds
+        step = expected.get("step")
+        return (
+            step is not None and step not in flying and expected["event"] != "blocker_encountered"
+        )
 
-        Only commits that are not subtask commits may be skipped this way: a recorded base
-        that does not descend from the replay's HEAD through such commits is a divergence.
-        """
+    def base(self, task: orchestrator.Task) -> str:
+        """The base the record's next call was made on. An older commit of this branch is
+        taken as it is (a run with several slots fixes bases by the plan); a later one is
+        reached by fast-forwarding over commits people (or record commits) added, never
+        over subtask commits: anything else is a divergence."""
+        git, head = task.git, task.git.head()
         expected = self.log.expected
         if expected is None or expected["event"] != "subagent_invoked":
-            return
-        git, head = task.git, task.git.head()
+            return head
         base = _commit_id(expected["details"].get("base"))
-        if base == head:
-            return
+        if base == head or git.is_ancestor(base, head):
+            return base
         if not git.is_ancestor(head, base):
             raise Diverged(
                 len(self.log.events),
@@ -180,6 +198,7 @@ class Recording:
         git.advance(git.branch(), base, head)
         if outside:
             git.sync(base, outside)
+        return base
 
 
 @dataclass(frozen=True)
@@ -247,10 +266,14 @@ class Inputs:
     def all(self) -> list[str]:
         return [*self.paths, self.tokens]
 
-    def source(self, seq: int) -> str | None:
-        """The record commit whose inputs line `seq` was written with; None: today's files."""
+    def source(self, seq: int) -> tuple[str | None, int | None]:
+        """The record commit whose inputs line `seq` was written with (None: today's files)
+        and how many lines the log held when that commit was made (None: all)."""
         at = bisect.bisect_left(self.commits, (seq, ""))
-        return self.commits[at][1] if at < len(self.commits) else None
+        if at == len(self.commits):
+            return None, None
+        line, sha = self.commits[at]
+        return sha, line + 1
 
     def seed(self, scratch: Layout, sha: str | None, seq: int) -> None:
         """Write the inputs of `sha` into the scratch clone, with the one-shot spends of calls
@@ -307,7 +330,7 @@ def _run(scratch: Layout, task_id: str, log: ReplayLog, inputs: Inputs, verify: 
     loaded: str | None = ""
     try:
         while True:
-            wanted = inputs.source(len(log.events))
+            wanted, log.limit = inputs.source(len(log.events))
             if task is None or wanted != loaded:
                 if task is not None:
                     task.git.close()
@@ -327,11 +350,16 @@ def _run(scratch: Layout, task_id: str, log: ReplayLog, inputs: Inputs, verify: 
 
 
 def _step(task: orchestrator.Task, log: ReplayLog) -> bool:
-    """One step of the replay; False once the task completed or the record ended."""
+    """Run the replay up to a halt (True when the record goes on past it, resolved) or to
+    the end of the task or of the record (False)."""
     try:
-        return orchestrator.step(task) is not None
+        for _ in orchestrator.steps(task, once=False):
+            pass
+        return False
     except RecordEnds:
         return False
+    except CommandEnds:
+        return True
     except Diverged:
         raise
     except Halted as halt:

@@ -91,6 +91,12 @@ def _task(args: argparse.Namespace) -> tuple[Layout, str]:
     return layout, args.task_id
 
 
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
+    return int(value)
+
+
 def _record(task: orchestrator.Task) -> None:
     for line in recordset.record(task):
         print(f"harness: not recorded: {printable(line)}", file=sys.stderr)
@@ -203,7 +209,8 @@ def cmd_step(args: argparse.Namespace) -> int:
             # With --json the progress shares stdout with the result: every line there parses.
             task.live = live.Lines(sys.stdout if args.json else sys.stderr, args.json)
         try:
-            for done in orchestrator.steps(task, once=not args.loop):
+            slots = task.slots(getattr(args, "max_parallel", 1))
+            for done in orchestrator.steps(task, once=not args.loop, slots=slots):
                 if done is None:
                     doc = {"event": "task_complete", "task_id": task_id}
                     text = f"task {task_id} complete"
@@ -424,6 +431,14 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--json", action="store_true", help="progress and result as JSON lines on stdout"
         )
+        if name == "run":
+            p.add_argument(
+                "--max-parallel",
+                type=_positive,
+                default=1,
+                metavar="N",
+                help="subtasks in flight at once (default 1; plan.json's max_parallel caps it)",
+            )
     p = on_task("status", cmd_status, "per subtask: status, commit, call_id")
     p.add_argument("--json", action="store_true")
     p = on_task("resume", cmd_resume, "record that a human resolved the task's blocker")

@@ -131,6 +131,10 @@ class Task:
         task.refuse_added_after_completion()
         return task
 
+    def slots(self, asked: int) -> int:
+        """Subtasks in flight at once: what the command asks, capped by the plan's."""
+        return min(asked, self.plan.max_parallel or asked)
+
     @property
     def model(self) -> protocol.Model:
         """What the log says so far: the protocol's reading of every line."""
@@ -645,6 +649,8 @@ class Subtask:
         found: list[dict[str, str]] = []
         completed = self.task.model.done
         for dep in self.sub.depends_on:
+            if dep not in completed:
+                continue  # it failed under on_error "continue": there is no work of it to see
             call_id = completed[dep].call_id
             exchange = exchanges.load(self.task.layout.exchange(self.task.task_id, call_id))
             if exchange is None:

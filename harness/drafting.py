@@ -45,7 +45,7 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
         write_scope=(),
         depends_on=(),
         creates=(),
-        agent=agent.id,
+        agents=(agent.id,),
         token=None,
         allow_new_deps=False,
         allow_mode_change=False,

@@ -40,6 +40,7 @@ def call_id(
     input_hashes: dict[str, str],
     blobs: list[dict[str, str]],
     epoch: int,
+    fallback: str | None = None,
 ) -> str:
     """sha256 of the canonical JSON (RFC 8785) of everything that shapes the answer."""
     material: dict[str, Any] = {
@@ -57,6 +58,8 @@ def call_id(
         # A human's resume starts a new epoch, so a failed call is never answered from record.
         "epoch": epoch,
     }
+    if fallback is not None:  # another agent's answer: never the given-up one's from record
+        material["fallback"] = fallback
     return hashlib.sha256(rfc8785.dumps(material)).hexdigest()
 
 
@@ -76,10 +79,11 @@ def build(
     timeouts: dict[str, float],
     budgets: dict[str, Any],
     epoch: int,
+    fallback: str | None = None,
 ) -> Call:
     write_scope = f"token:{token_id}" if token_id else "none"
     cons = constraints(sub, retry)
-    cid = call_id(task_id, sub, cons, write_scope, input_hashes, blobs, epoch)
+    cid = call_id(task_id, sub, cons, write_scope, input_hashes, blobs, epoch, fallback)
     context = {
         "ts": ts,
         "task_id": task_id,

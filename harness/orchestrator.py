@@ -122,8 +122,10 @@ class Task:
         task.git.branch()
         task.token_store()
         for sub in task.plan.subtasks:
-            if registry.route(task.agents, sub.role, sub.agent) is None:
-                raise InvalidInput(f"ai/agents/registry.json: {preflight.unroutable(sub)}")
+            for agent_id in sub.agents or (None,):
+                if registry.route(task.agents, sub.role, agent_id) is None:
+                    problem = preflight.unroutable(sub, agent_id)
+                    raise InvalidInput(f"ai/agents/registry.json: {problem}")
         if log is None:  # a replay's own log is held to the record line by line instead
             rel = layout.rel(task.log.path)
             task.log.follow(ledger, task.git.blob_hashes(head, [rel])[rel] or EMPTY)
@@ -268,7 +270,7 @@ class Run:
                 call_id, commit, _ = model.done[sid]
                 yield Finished(sid, call_id, commit)
             else:
-                self.begin(job, flight.slot)
+                self.begin(job)
         self.halt_if_failed(once)
         if once and self.after:
             return
@@ -281,11 +283,7 @@ class Run:
         """Calls a killed run left without an outcome are taken first, whatever the slots."""
         for sub in self.order:
             if self.task.model.attempt(sub.id).open and sub.id not in self.flying:
-                self.begin(Subtask(self.task, sub, None), self.slot())
-
-    def slot(self) -> int:
-        self.free.sort()
-        return self.free.pop(0) if self.free else len(self.flying)
+                self.begin(Subtask(self.task, sub, None))
 
     def waiting(self, sub: plan_mod.Subtask) -> bool:
         model = self.task.model
@@ -306,14 +304,16 @@ class Run:
             sub = next((s for s in self.order if self.waiting(s)), None)
             if sub is None:
                 return
-            self.begin(Subtask(task, sub, self.base(sub)), self.slot())
+            self.begin(Subtask(task, sub, self.base(sub)))
 
-    def begin(self, job: Subtask, slot: int) -> None:
+    def begin(self, job: Subtask) -> None:
         """Put the subtask's next call in flight, or end it (failed) when it has none."""
+        self.free.sort()
+        # More than the slots only while calls a killed run left open are taken up again.
+        slot = self.free.pop(0) if self.free else len(self.flying)
         flight = job.next_flight(self.pool, slot)
         if flight is not None:
             self.flying[job.sub.id] = (job, flight)
-            self.free = [f for f in self.free if f != slot]
         else:
             self.free.append(slot)
             self.ended(job)
@@ -468,19 +468,30 @@ class Subtask:
             att = self.task.model.attempt(self.sub.id)
             failed = att.failure
             if failed is not None:
-                if protocol.retryable(failed) and att.number < protocol.MAX_ATTEMPTS:
+                model, sid = self.task.model, self.sub.id
+                if protocol.retryable(failed) and model.may_retry(sid):
                     self.log.append(
                         "subagent_retried",
                         "pending",
-                        step=self.sub.id,
+                        step=sid,
                         details={"call_id": att.call_id, "after": failed["event"]},
                     )
+                    continue
+                if model.fallbacks(sid) + 1 < len(self.sub.agents):
+                    given_up = self.agent_id()
+                    details = {"call_id": att.call_id, "after": failed["event"]}
+                    details |= {"from": given_up, "to": self.sub.agent_at(model.fallbacks(sid) + 1)}
+                    self.log.append("subagent_fallback", "pending", step=sid, details=details)
                     continue
                 self.fail(str(failed.get("error", failed["event"])), failed["event"])
                 continue
             flight = self.launch(att, pool, slot)
             if flight is not None:
                 return flight
+
+    def agent_id(self) -> str | None:
+        """The agent this subtask calls now: the plan's, or its fallback after a failure."""
+        return self.sub.agent_at(self.task.model.fallbacks(self.sub.id))
 
     def fail(self, reason: str, phase: str) -> None:
         details = {"phase": phase}
@@ -503,7 +514,7 @@ class Subtask:
         kill; None when it failed before any call."""
         task, sub = self.task, self.sub
         invoked = att.invoked
-        agent = registry.route(task.agents, sub.role, sub.agent)
+        agent = registry.route(task.agents, sub.role, self.agent_id())
         assert agent is not None, "Task.load checked every subtask routes"
         call = self.build_call(att, invoked, agent)
         if call is None:
@@ -592,7 +603,7 @@ class Subtask:
             None if task.recording is not None else task.probe,  # a replay asks no agent
             lambda paths: task.git.blob_hashes(base, paths),
         )
-        found = checker.subtask(self.sub)
+        found = checker.subtask(self.sub, fallbacks=task.model.fallbacks(self.sub.id))
         if isinstance(found, list):
             self.fail("; ".join(found), "preflight")
             return None
@@ -637,11 +648,13 @@ class Subtask:
             timeouts=dict(agent.timeouts or task.config.timeouts),
             budgets=dict(task.config.budgets),
             epoch=task.model.epoch,
+            fallback=agent.id if task.model.fallbacks(sub.id) else None,
         )
 
     def previous_failure(self, att: protocol.Attempt) -> str | None:
         mine = self.task.model.step(self.sub.id)
-        failed = None if att.number == 1 or mine is None else mine.last_failure
+        # A fallback agent starts afresh: the failure was another agent's.
+        failed = None if mine is None or att.number == mine.first else mine.last_failure
         return None if failed is None else str(failed.get("error", failed["event"]))
 
     def blobs(self, retry_of: str | None) -> list[dict[str, str]]:

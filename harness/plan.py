@@ -22,12 +22,16 @@ class Subtask:
     write_scope: tuple[str, ...]
     depends_on: tuple[str, ...]
     creates: tuple[str, ...]
-    agent: str | None
+    agents: tuple[str, ...]  # the registry agent, then its fallbacks; () routes by role
     token: str | None
     allow_new_deps: bool
     allow_mode_change: bool
     allow_api_change: bool
     on_error: str = "stop"  # the subtask's own, else the plan's (protocol.CONTINUE, ...)
+
+    def agent_at(self, fallbacks: int) -> str | None:
+        """The agent called after `fallbacks` gave up: the plan's next one, else by role."""
+        return self.agents[min(fallbacks, len(self.agents) - 1)] if self.agents else None
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ def _subtask(s: dict[str, Any], on_error: str) -> Subtask:
         write_scope=() if s["write_scope"] == "none" else tuple(scope.as_list(s["write_scope"])),
         depends_on=tuple(s.get("depends_on", [])),
         creates=tuple(s.get("creates", [])),
-        agent=s.get("agent"),
+        agents=(s["agent"],) if isinstance(s.get("agent"), str) else tuple(s.get("agent", ())),
         token=s.get("token"),
         allow_new_deps=s.get("allow_new_deps", False),
         allow_mode_change=s.get("allow_mode_change", False),

@@ -53,11 +53,12 @@ class Checker:
         self.probe, self.hashes = probe, hashes
         self.probed: dict[str, str | None] = {}  # agent id -> why it cannot run, or None
 
-    def subtask(self, sub: Subtask, inputs: bool = True) -> Cleared | list[str]:
-        """The subtask cleared, or every problem found with it."""
-        agent = registry.route(self.agents, sub.role, sub.agent)
+    def subtask(self, sub: Subtask, inputs: bool = True, fallbacks: int = 0) -> Cleared | list[str]:
+        """The subtask cleared for a call of its current agent (the plan's first, or the
+        one `fallbacks` later), or every problem found with it."""
+        agent = registry.route(self.agents, sub.role, sub.agent_at(fallbacks))
         if agent is None:
-            return [unroutable(sub)]
+            return [unroutable(sub, sub.agent_at(fallbacks))]
         problems = []
         why = self.agent_problem(agent)
         if why is not None:
@@ -75,9 +76,10 @@ class Checker:
         """Every problem of every subtask, in plan order."""
         found: list[str] = []
         for sub in plan.subtasks:
-            result = self.subtask(sub, inputs=not sub.depends_on)
-            if isinstance(result, list):
-                found += result
+            for k in range(max(1, len(sub.agents))):  # every fallback must be ready too
+                result = self.subtask(sub, inputs=not sub.depends_on and k == 0, fallbacks=k)
+                if isinstance(result, list):
+                    found += [p for p in result if p not in found]
         return found
 
     def agent_problem(self, agent: Agent) -> str | None:
@@ -102,9 +104,9 @@ class Checker:
         return found.id, None
 
 
-def unroutable(sub: Subtask) -> str:
-    if sub.agent:
-        return f"subtask {sub.id}: agent {sub.agent!r} is not in the registry"
+def unroutable(sub: Subtask, agent_id: str | None) -> str:
+    if agent_id is not None:
+        return f"subtask {sub.id}: agent {agent_id!r} is not in the registry"
     return f"subtask {sub.id}: no agent in the registry takes role {sub.role!r}"
 
 

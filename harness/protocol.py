@@ -8,8 +8,10 @@ state per subtask, never per event, so a log of any length is judged in one pass
 The words, defined here and nowhere else:
 - epoch: the events since the last blocker_resolved. A person cleared a blocker, so every
   subtask not yet done starts afresh: attempt 1, a new call.
-- attempt: within an epoch, a subtask's events from its first (or from a subagent_retried)
-  up to the next subagent_retried. One call at most; two attempts at most per epoch.
+- attempt: within an epoch, a subtask's events from its first (or from a subagent_retried
+  or subagent_fallback) up to the next of those. One call at most; two attempts at most per
+  agent per epoch. A fallback hands the subtask to the next agent its plan lists once the
+  current one failed for good.
 - outcome: how an attempt ended: "completed" (step_completed), "failed" (the failure that
   ended it, or the step_failed of a refusal), or "in progress".
 - end: how a subtask left the epoch: done (step_completed), failed (step_failed; with
@@ -35,6 +37,7 @@ STEP_EVENTS = frozenset(
         "subagent_succeeded",
         "subagent_failed",
         "subagent_retried",
+        "subagent_fallback",
         "subagent_diffs_applied",
         "step_completed",
         "step_failed",
@@ -137,6 +140,8 @@ class Step:
     failed_at: int | None = None
     skipped: Event | None = None  # its step_skipped
     last_failure: Event | None = None  # the latest failure event, whichever attempt
+    fallbacks: int = 0  # agents given up on this epoch: the plan's next one is current
+    first: int = 1  # the number of the current agent's first attempt
 
 
 @dataclass(frozen=True)
@@ -234,6 +239,15 @@ class Model:
         return st is not None and (
             st.skipped is not None or _detail(st.failed, "on_error") == SKIP_DEPENDENTS
         )
+
+    def may_retry(self, step: str) -> bool:
+        """Whether the current agent has an attempt left this epoch."""
+        st = self.steps.get(step)
+        return st is None or st.attempt.number - st.first + 1 < MAX_ATTEMPTS
+
+    def fallbacks(self, step: str) -> int:
+        st = self.steps.get(step)
+        return 0 if st is None else st.fallbacks
 
     def ended(self) -> list[str]:
         """The current epoch's subtasks that failed or were skipped, in the order fed."""
@@ -339,8 +353,11 @@ class Model:
             step = ev.get("step")
             st = self.steps.get(step) if isinstance(step, str) else None
             if step is None:  # the task halts after subtasks that failed and went on
+                left = [s for s in self.subtasks or () if not self.resolved(s)]
                 if not self.ended():
                     out.order("blocker_encountered for the task while no subtask failed")
+                elif left:
+                    out.order(f"blocker_encountered for the task while {left[0]} may still run")
             elif st is None or st.failed is None:
                 out.order(f"blocker_encountered for {step} without its step_failed")
             self.blocker, self.blocked_at = ev, seq
@@ -435,16 +452,32 @@ def _retried(
 ) -> None:
     att = st.attempt
     previous = att.events[-1] if att.events else None
-    if att.number >= MAX_ATTEMPTS:
+    if not m.may_retry(step):
         out.order(
-            "a second subagent_retried since the last blocker_resolved "
-            f"(attempt {MAX_ATTEMPTS} is the last)"
+            "a second subagent_retried for one agent since the last blocker_resolved "
+            f"(attempt {MAX_ATTEMPTS} is its last)"
         )
     elif previous is None or previous["event"] not in FAILURES or not retryable(previous):
         after = "nothing" if previous is None else _failure_words(previous)
         out.order(f"subagent_retried after {after}, not a retryable failure")
     att.add(ev)
     st.attempt = m._new_attempt(step, att.number + 1)
+
+
+def _fallback(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    att = st.attempt
+    previous = att.events[-1] if att.events else None
+    if previous is None or previous["event"] not in FAILURES:
+        after = "nothing" if previous is None else str(previous["event"])
+        out.order(f"subagent_fallback after {after}, not a failure")
+    elif retryable(previous) and m.may_retry(step):
+        out.order(f"subagent_fallback after {_failure_words(previous)}, which had a retry left")
+    att.add(ev)
+    st.fallbacks += 1
+    st.attempt = m._new_attempt(step, att.number + 1)
+    st.first = st.attempt.number
 
 
 def _failure_words(failed: Event) -> str:
@@ -527,6 +560,7 @@ _RULES = {
     "subagent_succeeded": _outcome,
     "subagent_failed": _outcome,
     "subagent_retried": _retried,
+    "subagent_fallback": _fallback,
     "subagent_diffs_applied": _applied,
     "step_completed": _completed,
     "step_failed": _failed,

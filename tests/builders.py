@@ -27,7 +27,7 @@ def sub(sid: str, *deps: str, **fields: Any) -> Subtask:
         "write_scope": ("src/**",),
         "depends_on": tuple(deps),
         "creates": (),
-        "agent": None,
+        "agents": (),
         "token": None,
         "allow_new_deps": False,
         "allow_mode_change": False,

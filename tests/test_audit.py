@@ -265,7 +265,7 @@ def test_a_second_retry_in_one_epoch(repo: Sample) -> None:
     rechain(repo, [*evs[:2], failed, retried, again, failed, retried, *evs[2:]])
     found(
         repo,
-        (6, "a second subagent_retried since the last blocker_resolved"),
+        (6, "a second subagent_retried for one agent since the last blocker_resolved"),
         (4, f"call {t1[:12]} was invoked before (seq 1)"),
     )
 

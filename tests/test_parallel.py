@@ -250,3 +250,57 @@ def test_a_kill_during_a_parallel_run_is_finished_by_the_next_run(
     assert killed.cli("audit", "demo").returncode == 0
     res = killed.cli("replay", "demo")
     assert res.returncode == 0, res.stderr
+
+
+# -- fallback agents ---------------------------------------------------------------------------
+
+
+def with_backup(sample: Sample, answers: list[dict[str, Any]]) -> None:
+    """A second registry agent, `backup`, answering from a script of its own."""
+    script = sample.root.parent / "backup.json"
+    script.write_bytes(orjson.dumps({"answers": answers}))
+    reg = sample.read_json("ai/agents/registry.json")
+    first = reg["agents"][0]
+    args = ["--script", str(script), "--agent-id", "backup"]
+    reg["agents"].append(first | {"id": "backup", "args": args, "read": [str(script)]})
+    sample.write_json("ai/agents/registry.json", reg)
+    sample.commit_all("a backup agent")
+
+
+def test_a_fallback_agent_is_called_when_the_first_fails_for_good(sample: Sample) -> None:
+    with_backup(sample, [creating("P1")])
+    sample.write_plan([independent("P1", agent=["scripted", "backup"])])
+    sample.write_script([err("P1", "retryable", "busy"), err("P1", "retryable", "busy")])
+    res = sample.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+    names = [n for n, _ in structure(sample)]
+    assert names.count("subagent_retried") == 1 and names.count("subagent_fallback") == 1
+    fallback = next(e for e in sample.events() if e["event"] == "subagent_fallback")
+    assert (fallback["details"]["from"], fallback["details"]["to"]) == ("scripted", "backup")
+    invoked = [e["details"] for e in sample.events() if e["event"] == "subagent_invoked"]
+    assert [(d["subagent"], d["attempt"]) for d in invoked] == [
+        ("scripted", 1),
+        ("scripted", 2),
+        ("backup", 3),
+    ]
+    assert statuses(sample)["P1"] == ("done", None)
+    assert sample.cli("audit", "demo").returncode == 0
+    assert sample.cli("replay", "demo").returncode == 0
+
+
+def test_when_every_agent_fails_the_subtask_fails_once(sample: Sample) -> None:
+    with_backup(sample, [err("P1", "hard", "no luck either")])
+    sample.write_plan([independent("P1", agent=["scripted", "backup"])])
+    sample.write_script([FAIL])
+    res = sample.cli("run", "demo")
+    assert res.returncode == 1 and "no luck either" in res.stderr
+    names = [n for n, _ in structure(sample)]
+    assert names.count("subagent_fallback") == 1 and names.count("step_failed") == 1
+    assert sample.cli("audit", "demo").returncode == 0
+
+
+def test_a_fallback_missing_from_the_registry_is_refused_before_any_call(sample: Sample) -> None:
+    sample.write_plan([independent("P1", agent=["scripted", "nobody"])])
+    res = sample.cli("run", "demo")
+    assert res.returncode == 2 and "agent 'nobody' is not in the registry" in res.stderr
+    assert not (sample.root / "ai/tasks/demo/progress.ndjson").exists()

@@ -3,7 +3,9 @@ the script does not expect, or an answer the run leaves unused, fails the test."
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +26,22 @@ DIFF, NO_DIFF, TIMEOUT = "diff", "no-diff", "timeout"
 
 class Scripted:
     """Answers per subtask, played in order: a dict result, or one of DIFF (a new file named
-    for the subtask and call), NO_DIFF, TIMEOUT, or a failure kind ("retryable", "hard")."""
+    for the subtask and which of its calls this is), NO_DIFF, TIMEOUT, or a failure kind
+    ("retryable", "hard"). Calls may come from several pool threads at once: the script is
+    taken under a lock, and nothing an answer holds depends on the order calls arrive in
+    (a subtask's own calls are one after another). `delays` holds each subtask's seconds
+    before it answers, so a test can make calls end in an order of its choosing."""
 
-    def __init__(self, answers: dict[str, Iterable[str | dict[str, Any]]]) -> None:
+    def __init__(
+        self,
+        answers: Mapping[str, Iterable[str | dict[str, Any]]],
+        delays: Mapping[str, float] | None = None,
+    ) -> None:
         self.answers = {sid: list(queue) for sid, queue in answers.items()}
-        self.calls: list[str] = []
+        self.delays = dict(delays or {})
+        self.calls: list[str] = []  # in the order they arrived: timing's, with several slots
+        self.asked: dict[str, int] = {}  # subtask -> its calls so far
+        self.lock = threading.Lock()
 
     def probe(self, agent: Agent, scratch: Path) -> str:
         return "scripted 1.0.0"
@@ -44,16 +57,20 @@ class Scripted:
     ) -> proc.Result:
         _, prompt = (orjson.loads(line) for line in (staging / "stdin").read_bytes().splitlines())
         sid = prompt["payload"]["subtask"]
-        queue = self.answers.get(sid)
-        assert queue, f"unexpected call for {sid}"
-        answer = queue.pop(0)
-        self.calls.append(sid)
+        with self.lock:
+            queue = self.answers.get(sid)
+            assert queue, f"unexpected call for {sid}"
+            answer = queue.pop(0)
+            self.calls.append(sid)
+            n = self.asked[sid] = self.asked.get(sid, 0) + 1
+        if self.delays.get(sid):
+            time.sleep(self.delays[sid])
         head = {"ts": prompt["ts"], "task_id": prompt["task_id"], "agent_id": agent.id}
         code, timed_out, line = 0, None, b""
         if answer == TIMEOUT:
             code, timed_out = -15, "soft"
         elif isinstance(answer, dict) or answer in (DIFF, NO_DIFF):
-            result = answer if isinstance(answer, dict) else _result(answer, sid, len(self.calls))
+            result = answer if isinstance(answer, dict) else _result(answer, sid, n)
             line = orjson.dumps({**head, "status": "ok", "result": result})
         else:
             error = {"message": f"scripted {answer}", "kind": answer}
@@ -68,6 +85,7 @@ class Scripted:
 
 
 def _result(kind: str, sid: str, n: int) -> dict[str, Any]:
+    """A result; with DIFF, a new file named for the subtask and its `n`th call."""
     diffs = []
     if kind == DIFF:
         path = f"src/made_{sid.lower()}_{n}.py"
@@ -99,15 +117,18 @@ def load(root: Path, worker: Scripted, task_id: str = "demo") -> orchestrator.Ta
     return task
 
 
-def run(root: Path, worker: Scripted, task_id: str = "demo", resumes: int = 10) -> list[str]:
-    """Step the task in-process to completion, resuming each blocker as a person would
-    (`harness resume`), at most `resumes` times; the subtask ids each step did."""
+def run(
+    root: Path, worker: Scripted, task_id: str = "demo", resumes: int = 10, slots: int = 1
+) -> list[str]:
+    """Step the task in-process to completion, `slots` calls in flight at once, resuming
+    each blocker as a person would (`harness resume`), at most `resumes` times; the subtask
+    ids each step did."""
     task = load(root, worker, task_id)
     done: list[str] = []
     try:
         while True:
             try:
-                for finished in orchestrator.steps(task, once=False):
+                for finished in orchestrator.steps(task, once=False, slots=slots):
                     if finished is None:
                         return done
                     done.append(finished.subtask)

@@ -175,3 +175,499 @@ def test_every_log_the_orchestrator_writes_is_legal_and_no_single_change_is(
     assert fed(events, needs)[1] == []
     for what, changed in mutations(events):
         assert fed(changed, needs)[1], f"{what} went unnoticed"
+
+
+# -- on_error: step_skipped, failures that go on, the task-level blocker -----------------------
+
+Needs = dict[str, tuple[str, ...]]
+CHAIN: Needs = {"P1": (), "P2": ("P1",), "P3": ("P2",)}
+PAIR: Needs = {"P1": (), "P2": ("P1",)}
+ONE: Needs = {"P1": ()}
+
+
+def failing(step: str, call_id: str, on_error: str | None = None, error: str = "no") -> list[Event]:
+    """A call that failed for good, then its step_failed (`on_error` absent: "stop")."""
+    failed = ev("step_failed", step, phase="subagent_failed")
+    if on_error is not None:
+        failed["details"]["on_error"] = on_error
+    failed["error"] = error
+    return [call(step, call_id), ev("subagent_failed", step, call_id=call_id, kind="hard"), failed]
+
+
+def completing(step: str, call_id: str) -> list[Event]:
+    return [
+        call(step, call_id),
+        ev("subagent_succeeded", step, call_id=call_id),
+        ev("step_completed", step, call_id=call_id, commit=None),
+    ]
+
+
+def skipped(step: str, cause: str) -> Event:
+    return ev("step_skipped", step, cause=cause)
+
+
+def blocker(step: str | None = None, error: str = "see the log") -> Event:
+    """A blocker_encountered at `step`, or (None) for the task at its end."""
+    return ev("blocker_encountered", step) | {"error": error}
+
+
+@pytest.mark.parametrize(
+    ("on_error", "legal"),
+    [("skip_dependents", True), (None, False), ("stop", False), ("continue", False)],
+)
+def test_step_skipped_needs_its_cause_to_have_failed_under_skip_dependents(
+    on_error: str | None, legal: bool
+) -> None:
+    events = [ev("task_started"), *failing("P1", "a", on_error), skipped("P2", "P1")]
+    _, found = fed(events, CHAIN)
+    if legal:
+        assert found == []
+    else:
+        assert found == ["step_skipped for P2: 'P1' neither failed to skip its dependents"]
+
+
+def test_step_skipped_carries_down_the_graph_but_not_from_a_subtask_that_went_on() -> None:
+    start = [ev("task_started"), *failing("P1", "a", "skip_dependents"), skipped("P2", "P1")]
+    assert fed([*start, skipped("P3", "P2")], CHAIN)[1] == []
+    # P2 completed (in a log without a plan, where nothing checks what P2 waited for).
+    went_on = [ev("task_started"), *failing("P1", "a", "skip_dependents"), *completing("P2", "b")]
+    assert fed([*went_on, skipped("P3", "P2")])[1] == [
+        "step_skipped for P3: 'P2' neither failed to skip its dependents"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("needs", "legal"),
+    [({"P1": (), "P2": ("P1",)}, True), ({"P1": (), "P2": ()}, False)],
+)
+def test_step_skipped_must_name_one_of_its_dependencies(
+    needs: dict[str, tuple[str, ...]], legal: bool
+) -> None:
+    events = [ev("task_started"), *failing("P1", "a", "skip_dependents"), skipped("P2", "P1")]
+    _, found = fed(events, needs)
+    assert found == ([] if legal else ["step_skipped for P2 names 'P1', none of its dependencies"])
+
+
+@pytest.mark.parametrize(("ran", "legal"), [("P3", True), ("P2", False)])
+def test_step_skipped_for_a_subtask_that_ran_this_epoch_is_refused(ran: str, legal: bool) -> None:
+    # No plan: nothing else about the order is in question. The one that ran is open.
+    events = [ev("task_started"), call(ran, "b"), *failing("P1", "a", "skip_dependents")]
+    _, found = fed([*events, skipped("P2", "P1")])
+    assert found == ([] if legal else ["step_skipped for P2, which ran in this epoch"])
+
+
+def test_a_subtask_skipped_in_an_earlier_epoch_may_be_skipped_again() -> None:
+    epoch = [*failing("P1", "a", "skip_dependents"), skipped("P2", "P1")]
+    events = [ev("task_started"), *epoch, blocker(), ev("blocker_resolved")]
+    _, found = fed([*events, *failing("P1", "b", "skip_dependents"), skipped("P2", "P1")], PAIR)
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        [call("P2", "b")],
+        [call("P2", "b"), ev("subagent_succeeded", "P2", call_id="b")],
+        completing("P2", "b"),
+        failing("P2", "b"),
+        [
+            call("P2", "b"),
+            ev("subagent_failed", "P2", call_id="b", kind="retryable"),
+            ev("subagent_retried", "P2", call_id="b"),
+        ],
+        [ev("step_failed", "P2")],
+        [skipped("P2", "P1")],
+    ],
+    ids=["invoked", "succeeded", "completed", "failed", "retried", "step_failed", "skipped"],
+)
+def test_every_step_event_after_a_step_skipped_is_refused(tail: list[Event]) -> None:
+    start = [ev("task_started"), *failing("P1", "a", "skip_dependents")]
+    # The twin: the same lines, but the subtask skipped is another one.
+    assert fed([*start, skipped("P3", "P1"), *tail])[1] == []
+    model = protocol.Model()
+    for i, event in enumerate([*start, skipped("P2", "P1")]):
+        assert model.feed(i, event) == []
+    for i, event in enumerate(tail, start=len(start) + 1):
+        found = [f.text for f in model.feed(i, event)]
+        assert f"{event['event']} for P2 after its step_skipped" in found, (event, found)
+
+
+@pytest.mark.parametrize("on_error", ["continue", "skip_dependents"])
+def test_a_task_level_blocker_needs_a_failure_in_its_epoch(on_error: str) -> None:
+    events = [ev("task_started"), *failing("P1", "a", on_error), blocker()]
+    assert fed(events, ONE)[1] == []
+    # Nothing failed: the same shape, with the call succeeding.
+    _, found = fed([ev("task_started"), *completing("P1", "a"), blocker()], ONE)
+    assert found == ["blocker_encountered for the task while no subtask failed"]
+
+
+FAILED_P2 = [call("P2", "b"), ev("subagent_failed", "P2", call_id="b", kind="hard")]
+
+
+@pytest.mark.parametrize(
+    ("needs", "before", "ended"),
+    [
+        # P2 depends on P1, which failed under skip_dependents: it must be skipped first.
+        (PAIR, [*failing("P1", "a", "skip_dependents")], [skipped("P2", "P1")]),
+        # P2 depends on P1, which failed under continue: it must run first.
+        (PAIR, [*failing("P1", "a", "continue")], completing("P2", "b")),
+        # P2 failed and neither retried nor ended: it has not failed yet.
+        (
+            {"P1": (), "P2": ()},
+            [*failing("P1", "a", "continue"), *FAILED_P2],
+            [ev("step_failed", "P2", on_error="continue")],
+        ),
+    ],
+    ids=["not-skipped", "dependent-not-run", "failure-not-ended"],
+)
+def test_a_task_level_blocker_waits_for_every_subtask_to_end(
+    needs: dict[str, tuple[str, ...]], before: list[Event], ended: list[Event]
+) -> None:
+    start = [ev("task_started"), *before]
+    assert fed([*start, *ended, blocker()], needs)[1] == []
+    _, found = fed([*start, blocker()], needs)
+    assert found == ["blocker_encountered for the task while P2 may still run"]
+
+
+def test_a_task_level_blocker_after_a_skip_is_legal() -> None:
+    events = [ev("task_started"), *failing("P1", "a", "skip_dependents"), skipped("P2", "P1")]
+    model, found = fed([*events, skipped("P3", "P2"), blocker()], CHAIN)
+    assert found == [] and model.blocker is not None
+
+
+@pytest.mark.parametrize(("again", "legal"), [("failed", True), ("completed", False)])
+def test_a_task_level_blocker_counts_only_its_own_epochs_failures(again: str, legal: bool) -> None:
+    events = [ev("task_started"), *failing("P1", "a", "continue"), blocker()]
+    events.append(ev("blocker_resolved"))
+    events += failing("P1", "b", "continue") if again == "failed" else completing("P1", "b")
+    _, found = fed([*events, blocker()], ONE)
+    assert found == ([] if legal else ["blocker_encountered for the task while no subtask failed"])
+
+
+@pytest.mark.parametrize(
+    ("on_error", "legal"),
+    [("continue", True), (None, False), ("stop", False), ("skip_dependents", False)],
+)
+def test_a_dependent_may_run_after_a_failure_under_continue_only(
+    on_error: str | None, legal: bool
+) -> None:
+    _, found = fed([ev("task_started"), *failing("P1", "a", on_error), call("P2", "b")], CHAIN)
+    assert found == ([] if legal else ["subagent_invoked for P2 before P1 completed"])
+
+
+def test_a_dependent_waits_for_every_dependency_to_go_on() -> None:
+    needs = {"P1": (), "P0": (), "P2": ("P0", "P1")}
+    start = [ev("task_started"), *failing("P1", "a", "continue")]
+    assert fed([*start, call("P2", "b")], needs)[1] == [
+        "subagent_invoked for P2 before P0 completed"
+    ]
+    assert fed([*start, *completing("P0", "c"), call("P2", "b")], needs)[1] == []
+
+
+def test_queries_and_status_of_failures_that_go_on_and_skips() -> None:
+    needs = {**CHAIN, "P4": (), "P5": ("P4",)}
+    events = [ev("task_started"), *failing("P1", "a", "skip_dependents", error="cannot do it")]
+    events += [skipped("P2", "P1"), skipped("P3", "P2"), *failing("P4", "b", "continue")]
+    events += completing("P5", "c")
+    model, found = fed(events, needs)
+    assert found == []
+    words = {s: (model.status(s), model.reason(s)) for s in needs}
+    assert words == {
+        "P1": ("failed", "cannot do it"),
+        "P2": ("skipped", "P1 failed"),
+        "P3": ("skipped", "P2 skipped"),
+        "P4": ("failed", "no"),
+        "P5": ("done", None),
+    }
+    assert model.ended() == ["P1", "P2", "P3", "P4"]
+    assert [s for s in needs if model.resolved(s)] == list(needs)
+    assert [s for s in needs if model.skips_dependents(s)] == ["P1", "P2", "P3"]
+    assert [s for s in needs if model.goes_on(s)] == ["P4", "P5"]
+    assert [s for s in needs if model.stops(s)] == []
+    # A task-level blocker blocks no subtask: each keeps its own word.
+    model.feed(len(events), blocker(error="P1 failed: cannot do it"))
+    assert {s: (model.status(s), model.reason(s)) for s in needs} == words
+
+
+@pytest.mark.parametrize("on_error", [None, "stop"])
+def test_a_failure_under_stop_stops_and_blocks_at_its_step(on_error: str | None) -> None:
+    events = [ev("task_started"), *failing("P1", "a", on_error, error="cannot do it")]
+    model, found = fed(events, CHAIN)
+    assert found == [] and model.stops("P1") and not model.goes_on("P1")
+    assert not model.skips_dependents("P1") and model.resolved("P1")
+    assert (model.status("P1"), model.reason("P1")) == ("failed", "cannot do it")
+    model.feed(len(events), blocker("P1", "cannot do it"))
+    assert (model.status("P1"), model.reason("P1")) == ("blocked", "cannot do it")
+    assert (model.status("P2"), model.reason("P2")) == ("pending", None)
+
+
+def test_after_blocker_resolved_a_failed_or_skipped_subtask_runs_again() -> None:
+    needs = {**CHAIN, "P4": ()}
+    events = [ev("task_started"), *failing("P1", "a", "skip_dependents")]
+    events += [skipped("P2", "P1"), skipped("P3", "P2"), *failing("P4", "b", "continue")]
+    events += [blocker(), ev("blocker_resolved")]
+    model, found = fed(events, needs)
+    assert found == [] and model.epoch == 1 and model.blocker is None
+    for s in needs:
+        assert not model.resolved(s), s
+        assert not (model.goes_on(s) or model.stops(s) or model.skips_dependents(s)), s
+        assert model.step(s) is None
+        assert (model.attempt(s).number, model.attempt(s).events) == (1, [])
+    assert model.ended() == []
+    # Each keeps its last word until it runs again.
+    assert (model.status("P2"), model.reason("P2")) == ("skipped", "P1 failed")
+    assert model.status("P4") == "failed"
+    # The dependents wait for their dependency again, which may now complete.
+    assert [f.text for f in model.feed(len(events), call("P2", "x"))] == [
+        "subagent_invoked for P2 before P1 completed"
+    ]
+    _, found = fed([*events, *completing("P1", "c"), *completing("P2", "d")], needs)
+    assert found == []
+    # And a blocker for the task wants a failure of the new epoch.
+    _, found = fed([*events, *completing("P1", "c"), blocker()], needs)
+    assert found == ["blocker_encountered for the task while no subtask failed"]
+
+
+# -- every log a run with on_error modes and several slots writes is legal ---------------------
+
+MODES = ("stop", protocol.CONTINUE, protocol.SKIP_DEPENDENTS)
+Drawn = tuple[list[dict[str, Any]], dict[str, list[str]], int]
+
+
+@st.composite
+def plans_with_modes(draw: st.DrawFn) -> Drawn:
+    """As plans(), each subtask with an on_error of its own, and the slots to run with."""
+    n = draw(st.integers(1, 4))
+    subtasks, answers = [], {}
+    for i in range(n):
+        sid = f"T{i + 1}"
+        deps = (
+            draw(st.lists(st.sampled_from([f"T{j + 1}" for j in range(i)]), unique=True))
+            if i
+            else []
+        )
+        mode = draw(st.sampled_from(MODES))
+        subtasks.append(subtask(sid, creates=["src/made_*.py"], depends_on=deps, on_error=mode))
+        answers[sid] = [
+            *draw(st.lists(FAILURE, max_size=2)),
+            draw(st.sampled_from([DIFF, NO_DIFF])),
+        ]
+    return subtasks, answers, draw(st.integers(1, 3))
+
+
+def end(model: protocol.Model, sid: str) -> str:
+    """How the subtask stands in the model's epoch: done (in any epoch), failed, blocked,
+    skipped, pending (not seen this epoch), or running (seen, not ended)."""
+    if sid in model.done:
+        return "done"
+    mine = model.step(sid)
+    if mine is None:
+        return "pending"
+    if mine.skipped is not None:
+        return "skipped"
+    if mine.failed is not None:
+        return "blocked" if model.status(sid) == "blocked" else "failed"
+    return "running"
+
+
+def check_halt(model: protocol.Model, block: Event, subtasks: list[dict[str, Any]]) -> None:
+    """At a blocker, each subtask ended as its on_error and its dependencies' say."""
+    ids = [s["id"] for s in subtasks]
+    mode = {s["id"]: s["on_error"] for s in subtasks}
+    deps = {s["id"]: s["depends_on"] for s in subtasks}
+    ends = {sid: end(model, sid) for sid in ids}
+    assert "running" not in ends.values(), ends  # nothing is left in flight at a halt
+
+    def failed(d: str) -> bool:
+        return ends[d] in ("failed", "blocked")
+
+    def went_on(d: str) -> bool:
+        return ends[d] == "done" or (failed(d) and mode[d] == protocol.CONTINUE)
+
+    def skips(d: str) -> bool:
+        return ends[d] == "skipped" or (failed(d) and mode[d] == protocol.SKIP_DEPENDENTS)
+
+    stopped = [sid for sid in ids if failed(sid) and mode[sid] == "stop"]
+    if block.get("step") is None:  # the task's end: everything ran that could
+        assert not stopped and "pending" not in ends.values(), ends
+        assert {"failed", "skipped"} & set(ends.values()), ends
+    else:  # the first failure under stop, in plan order
+        assert stopped and block["step"] == stopped[0], (block, ends)
+    assert [sid for sid in ids if ends[sid] == "blocked"] == stopped[:1], ends
+    for sid in ids:
+        word = (model.status(sid), model.reason(sid))
+        if ends[sid] == "done":
+            # nothing is done whose dependency failed under stop or skip_dependents
+            assert all(ends[d] == "done" for d in deps[sid] if mode[d] != protocol.CONTINUE)
+            assert word == ("done", None)
+        elif ends[sid] in ("failed", "blocked"):
+            assert all(went_on(d) for d in deps[sid]), (sid, ends)
+            assert word[0] == ends[sid] and word[1], word
+        elif ends[sid] == "skipped":
+            mine = model.step(sid)
+            assert mine is not None and mine.skipped is not None
+            cause = mine.skipped["details"]["cause"]
+            assert cause in deps[sid] and skips(cause), (sid, cause, ends)
+            assert word == (
+                "skipped",
+                f"{cause} {'skipped' if ends[cause] == 'skipped' else 'failed'}",
+            )
+        else:  # pending: it keeps the word of an earlier epoch, if any
+            assert word[0] in ("pending", "failed", "skipped"), word
+        # a dependent of a skip (or of a failure under skip_dependents) is skipped, and only it
+        assert (ends[sid] == "skipped") == any(skips(d) for d in deps[sid]), (sid, ends)
+
+
+def logged(root: Path) -> list[Event]:
+    return [orjson.loads(line) for line in Layout(root).log("demo").read_bytes().splitlines()]
+
+
+def unseen_gap(events: list[Event], i: int) -> bool:
+    """Line i is a step_failed or step_skipped whose epoch ends at a blocker of another
+    subtask: taken out, the model does not notice yet (test_a_blocker_at_a_step_while_another_
+    subtask_has_not_ended_is_refused, an xfail); drop this allowance once that test passes."""
+    if events[i]["event"] not in ("step_failed", "step_skipped"):
+        return False
+    ends = ("blocker_encountered", "blocker_resolved", "task_completed")
+    after = next((e for e in events[i + 1 :] if e["event"] in ends), None)
+    return (
+        after is not None
+        and after["event"] == "blocker_encountered"
+        and after.get("step") not in (None, events[i]["step"])
+    )
+
+
+@settings(FAST, max_examples=10)
+@given(plans_with_modes())
+def test_every_log_a_run_with_on_error_modes_and_slots_writes_is_legal_and_no_change_is(
+    tmp_path: Path, drawn: Drawn
+) -> None:
+    subtasks, answers, slots = drawn
+    root = repository(tmp_path, subtasks)
+    worker = Scripted(answers)
+    done = run(root, worker, resumes=20, slots=slots)
+    worker.assert_used()
+    needs = {s["id"]: tuple(s["depends_on"]) for s in subtasks}
+    assert sorted(done) == sorted(needs)
+    events = logged(root)
+    assert events[-1]["event"] == "task_completed"
+    model = protocol.Model(needs)
+    for i, event in enumerate(events):
+        assert [f.text for f in model.feed(i, event)] == [], (i, event)
+        if event["event"] == "blocker_encountered":
+            check_halt(model, event, subtasks)
+    assert all(model.status(sid) == "done" for sid in needs)
+    gaps = {
+        f"line {i} ({e['event']}) taken out" for i, e in enumerate(events) if unseen_gap(events, i)
+    }
+    for what, changed in mutations(events):
+        assert fed(changed, needs)[1] or what in gaps, f"{what} went unnoticed"
+
+
+BOTH = {"T1": (), "T2": ()}
+CALLS = [ev("task_started"), call("T1", "a"), call("T2", "b")]
+FAILED = [ev("subagent_failed", t, call_id=c, kind="hard") for t, c in (("T1", "a"), ("T2", "b"))]
+GAP = (
+    "protocol.Model takes a blocker_encountered at a step (its failure under stop) while "
+    "another subtask of the epoch has not ended as the orchestrator ends every subtask before "
+    "it halts: {}; the orchestrator never writes that (each failure is followed at once by "
+    "subagent_retried or step_failed, and skip_dependents() logs every step_skipped before "
+    "halt_if_failed), so the line taken out goes unnoticed, and the next epoch runs the "
+    "subtask again as if nothing were lost"
+)
+
+
+@pytest.mark.parametrize(
+    ("needs", "full", "cut"),
+    [
+        pytest.param(
+            BOTH,
+            [
+                *CALLS,
+                FAILED[0],
+                ev("step_failed", "T1"),
+                FAILED[1],
+                ev("step_failed", "T2"),
+                blocker("T1"),
+            ],
+            6,
+            id="second-stop-failure-taken-out",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=GAP.format(
+                    "T1 and T2 in flight at once (slots 2), both fail (hard) under stop; with "
+                    "T2's step_failed taken out the blocker at T1 is legal though T2's "
+                    "subagent_failed is followed by neither subagent_retried nor step_failed"
+                ),
+            ),
+        ),
+        pytest.param(
+            BOTH,
+            [
+                *CALLS,
+                FAILED[0],
+                ev("step_failed", "T1", on_error="continue"),
+                FAILED[1],
+                ev("step_failed", "T2"),
+                blocker("T2"),
+            ],
+            4,
+            id="continue-failure-taken-out",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=GAP.format(
+                    "T1 (on_error continue) and T2 (stop) in flight at once, both fail; with "
+                    "T1's step_failed taken out the blocker at T2 is legal though T1's "
+                    "subagent_failed is followed by neither subagent_retried nor step_failed"
+                ),
+            ),
+        ),
+        pytest.param(
+            {"T1": (), "T2": ("T1",), "T3": ()},
+            [
+                ev("task_started"),
+                *failing("T1", "a", "skip_dependents"),
+                skipped("T2", "T1"),
+                *failing("T3", "c"),
+                blocker("T3"),
+            ],
+            4,
+            id="skip-taken-out",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=GAP.format(
+                    "one slot: T1 fails under skip_dependents, T2 (depends on T1) is skipped, "
+                    "T3 fails under stop; with T2's step_skipped taken out the blocker at T3 "
+                    "is legal though T2's dependency skips its dependents"
+                ),
+            ),
+        ),
+    ],
+)
+def test_a_blocker_at_a_step_while_another_subtask_has_not_ended_is_refused(
+    needs: dict[str, tuple[str, ...]], full: list[Event], cut: int
+) -> None:
+    assert fed(full, needs)[1] == []  # what the orchestrator writes (the property test's)
+    assert full[cut]["event"] in ("step_failed", "step_skipped")
+    assert fed(full[:cut] + full[cut + 1 :], needs)[1]
+
+
+@settings(FAST, max_examples=4)
+@given(plans_with_modes())
+def test_the_same_plan_and_answers_with_three_slots_log_the_same_bytes(
+    tmp_path: Path, drawn: Drawn
+) -> None:
+    subtasks, answers, _ = drawn
+    ids = [s["id"] for s in subtasks]
+    logs = []
+    # Calls end first-to-last in one run and last-to-first in the other.
+    for name, delays in (
+        ("forwards", {sid: 0.01 * i for i, sid in enumerate(ids)}),
+        ("backwards", {sid: 0.01 * i for i, sid in enumerate(reversed(ids))}),
+    ):
+        root = repository(tmp_path / name, subtasks)
+        worker = Scripted(answers, delays)
+        run(root, worker, resumes=20, slots=3)
+        worker.assert_used()
+        logs.append(Layout(root).log("demo").read_bytes())
+    assert logs[0] == logs[1]

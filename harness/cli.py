@@ -242,6 +242,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"\t{row['id']} unverified: {printable(text)}")
     if doc["cost_usd"]:
         print(f"cost: ${doc['cost_usd']:.4f}")
+    for name, use in doc["budgets"].items():
+        used = "" if use["used"] is None else f"{use['used']:g} of "
+        print(f"budget {name}: {used}{use['limit']:g}")
     if doc["uncontained_events"]:
         print(f"NOT CONTAINED: {doc['uncontained_events']} event(s) ran with the sandbox off")
     block = doc["blocked"]

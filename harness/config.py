@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,8 @@ class Config:
     max_output_bytes: int
     max_artifact_bytes: int
     sandbox: str = "bwrap"  # or "off": nothing is contained, and every event says so
+    limits: dict[str, float] = field(default_factory=dict)  # [budgets]: the task's (budgets.py)
+    prices: dict[str, float] = field(default_factory=dict)  # agent -> USD per million tokens
 
     @property
     def contained(self) -> bool:
@@ -111,6 +113,8 @@ def load(path: Path, raw: bytes | None = None) -> Config:
         max_output_bytes=int(limits.get("max_output_bytes", 8_000_000)),
         max_artifact_bytes=int(limits.get("max_artifact_bytes", 1_000_000)),
         sandbox=data.get("sandbox", {}).get("mode", "bwrap"),
+        limits=dict(data.get("budgets", {})),
+        prices=dict(data.get("prices", {})),
     )
 
 

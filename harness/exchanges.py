@@ -129,16 +129,29 @@ def _hashes(found: dict[str, bytes | str]) -> dict[str, str]:
     return {name: digest(d) if isinstance(d, bytes) else d for name, d in found.items()}
 
 
+def reported(stdout: bytes) -> tuple[float | None, int | None]:
+    """The cost (USD) and tokens an answer line reports in result.metrics, each None when
+    it reports none (or is no answer at all)."""
+    try:
+        answer = orjson.loads(stdout or b"")
+    except orjson.JSONDecodeError:
+        return None, None
+    result = answer.get("result") if isinstance(answer, dict) else None
+    metrics = result.get("metrics") if isinstance(result, dict) else None
+    if not isinstance(metrics, dict):
+        return None, None
+    cost, tokens = metrics.get("cost_usd"), metrics.get("tokens")
+    if isinstance(cost, bool) or not isinstance(cost, int | float):
+        cost = None
+    if isinstance(tokens, bool) or not isinstance(tokens, int):
+        tokens = None
+    return (None if cost is None else float(cost)), tokens
+
+
 def total_cost(folder: Path) -> float:
     """The cost the task's agents reported (metrics.cost_usd), over every recorded call."""
     total = 0.0
     for stdout in sorted(folder.glob("*/stdout.ndjson")):
-        try:
-            answer = orjson.loads(files.read_untrusted(stdout, -1) or b"")
-        except orjson.JSONDecodeError:
-            continue  # a malformed answer reported no cost
-        metrics = answer.get("result", {}).get("metrics", {}) if isinstance(answer, dict) else {}
-        cost = metrics.get("cost_usd") if isinstance(metrics, dict) else None
-        if isinstance(cost, int | float) and not isinstance(cost, bool):
-            total += float(cost)
+        cost, _ = reported(files.read_untrusted(stdout, -1) or b"")
+        total += cost or 0.0
     return total

@@ -6,6 +6,7 @@ here reaches the log, an exchange or a commit, which stay reproducible bit for b
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
@@ -22,6 +23,10 @@ class Live(Protocol):
         """A phase of `subtask`'s step ended (call, gate, apply, build, test, acceptance,
         commit), passed or failed."""
 
+    def returned(self, subtask: str) -> None:
+        """With several calls in flight, `subtask`'s worker process ended; its answer is
+        taken in plan order (from a pool thread)."""
+
 
 class Silent:
     """The default: a step tells nobody (replay, --quiet)."""
@@ -32,6 +37,9 @@ class Silent:
     def ended(self, subtask: str, phase: str, ok: bool) -> None:
         pass
 
+    def returned(self, subtask: str) -> None:
+        pass
+
 
 class Lines:
     """Progress as lines on `out`, for people or, `as_json`, one JSON object per line."""
@@ -40,17 +48,29 @@ class Lines:
         self, out: TextIO, as_json: bool, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.out, self.as_json, self.clock = out, as_json, clock
-        self.mark = clock()  # phases run one after another: each one's time is since the last line
+        # A subtask's phases run one after another: each one's time is since its last line.
+        self.began = clock()
+        self.marks: dict[str, float] = {}
+        self.lock = threading.Lock()  # pool threads report too
+
+    def since(self, subtask: str) -> float:
+        now = self.clock()
+        elapsed, self.marks[subtask] = now - self.marks.get(subtask, self.began), now
+        return elapsed
 
     def started(self, subtask: str, agent: str, role: str, retry: bool) -> None:
-        self.mark = self.clock()
+        self.marks[subtask] = self.clock()
         doc = {"event": "call_started", "subtask": subtask, "agent": agent, "role": role}
         again = " (retry)" if retry else ""
         self.emit(doc | {"retry": retry}, f"{subtask}: {agent} working as {role}{again}")
 
+    def returned(self, subtask: str) -> None:
+        elapsed = self.clock() - self.marks.get(subtask, self.began)
+        doc = {"event": "call_returned", "subtask": subtask, "elapsed_s": round(elapsed, 3)}
+        self.emit(doc, f"{subtask}: answered after {elapsed:.1f}s; it lands in plan order")
+
     def ended(self, subtask: str, phase: str, ok: bool) -> None:
-        now = self.clock()
-        elapsed, self.mark = now - self.mark, now
+        elapsed = self.since(subtask)
         doc = {"event": "phase_ended", "subtask": subtask, "phase": phase, "ok": ok}
         verdict = "ok" if ok else "failed"
         self.emit(
@@ -60,5 +80,6 @@ class Lines:
     def emit(self, doc: dict[str, Any], text: str) -> None:
         line = files.dumps(doc).decode() if self.as_json else printable(text)
         # At once, not at exit: the point is to be seen while a call takes minutes.
-        self.out.write(line + "\n")
-        self.out.flush()
+        with self.lock:
+            self.out.write(line + "\n")
+            self.out.flush()

@@ -7,7 +7,8 @@ point is finished by the next `harness next` without a second call, commit or ev
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any, NamedTuple, NoReturn, Protocol
 
 from . import (
     acceptance,
+    budgets,
     checklist,
     diffgate,
     envelope,
@@ -58,6 +60,9 @@ class Recording(Protocol):
 
     def launches(self, flying: set[str]) -> bool:
         """Whether the record's next line is a launch (of a subtask not in `flying`)."""
+
+    def exhausted(self) -> budgets.Exhausted | None:
+        """The budget the record's next line halts the task for, if it does."""
 
     def checks(self, step: str) -> Steps | None:
         """The step's check results as recorded, or None to run the checks again."""
@@ -117,6 +122,9 @@ class Task:
             ledger=ledger,
         )
         task.log.uncontained = not task.config.contained
+        over = budgets.problems(task.config, task.plan)
+        if over:
+            raise InvalidInput(f"{layout.rel(plan_path)}: {over[0]}")
         # Refuse what a step would trip over later, before it writes anything.
         head = task.git.head()
         task.git.branch()
@@ -134,8 +142,10 @@ class Task:
         return task
 
     def slots(self, asked: int) -> int:
-        """Subtasks in flight at once: what the command asks, capped by the plan's."""
-        return min(asked, self.plan.max_parallel or asked)
+        """Subtasks in flight at once: what the command asks, capped by the plan's and by
+        the max_parallel budget."""
+        cap = budgets.limits(self.config, self.plan).get("max_parallel", asked)
+        return int(min(asked, self.plan.max_parallel or asked, cap))
 
     @property
     def model(self) -> protocol.Model:
@@ -252,6 +262,15 @@ class Run:
         self.after: dict[str, str] = {}  # subtask ended in this run -> the head it left
         self.flying: dict[str, tuple[Subtask, Flight]] = {}
         self.free = list(range(slots))  # worker folders not in use, lowest first
+        recording, limits = task.recording, budgets.limits(task.config, task.plan)
+        metered = budgets.metered(limits, task.plan.subtasks)
+        self.account = budgets.Account(
+            limits,
+            budgets.spent(task.layout, task.task_id, task.log.events, task.config, metered),
+            time.monotonic(),
+            recorded=None if recording is None else recording.exhausted,
+        )
+        self.exhausted: budgets.Exhausted | None = None  # the budget that stopped launches
 
     def go(self, once: bool) -> Iterator[Finished | None]:
         model = self.task.model
@@ -283,7 +302,7 @@ class Run:
         """Calls a killed run left without an outcome are taken first, whatever the slots."""
         for sub in self.order:
             if self.task.model.attempt(sub.id).open and sub.id not in self.flying:
-                self.begin(Subtask(self.task, sub, None))
+                self.begin(Subtask(self.task, sub, None, self.account, self.slots > 1))
 
     def waiting(self, sub: plan_mod.Subtask) -> bool:
         model = self.task.model
@@ -295,23 +314,29 @@ class Run:
 
     def launch(self) -> None:
         task = self.task
-        while self.halted() is None:
+        while self.halted() is None and self.exhausted is None:
             if task.recording is not None:
-                if not task.recording.launches(set(self.flying)):
+                self.exhausted = task.recording.exhausted()
+                if self.exhausted is not None or not task.recording.launches(set(self.flying)):
                     return
             elif len(self.flying) >= self.slots:
                 return
             sub = next((s for s in self.order if self.waiting(s)), None)
             if sub is None:
                 return
-            self.begin(Subtask(task, sub, self.base(sub)))
+            self.begin(Subtask(task, sub, self.base(sub), self.account, self.slots > 1))
 
     def begin(self, job: Subtask) -> None:
         """Put the subtask's next call in flight, or end it (failed) when it has none."""
         self.free.sort()
         # More than the slots only while calls a killed run left open are taken up again.
         slot = self.free.pop(0) if self.free else len(self.flying)
-        flight = job.next_flight(self.pool, slot)
+        try:
+            flight = job.next_flight(self.pool, slot)
+        except budgets.OverBudget as over:
+            self.free.append(slot)
+            self.exhausted = self.exhausted or over.exhausted
+            return
         if flight is not None:
             self.flying[job.sub.id] = (job, flight)
         else:
@@ -356,6 +381,14 @@ class Run:
                 error = model.reason(stop) or "step failed"
                 log.append("blocker_encountered", "blocked", step=stop, error=error)
             raise Halted(f"{stop} blocked: {model.reason(stop)}")
+        if self.exhausted is not None:
+            spent = self.exhausted
+            error = f"budget {spent.why}"
+            log.append("blocker_encountered", "blocked", details=spent.details(), error=error)
+            raise Halted(
+                f"task {self.task.task_id} halted: {error} (raise it in ai/harness.toml "
+                "[budgets] or plan.json, then `harness resume`)"
+            )
         if once and self.after:
             mine = [s for s in self.after if s not in model.done]
             if mine:
@@ -452,11 +485,20 @@ class Flight:
 class Subtask:
     """One subtask's step: attempts and the retry rule, its calls, and how their changes land."""
 
-    def __init__(self, task: Task, sub: plan_mod.Subtask, base: str | None) -> None:
+    def __init__(
+        self,
+        task: Task,
+        sub: plan_mod.Subtask,
+        base: str | None,
+        account: budgets.Account,
+        several: bool = False,
+    ) -> None:
         self.task = task
         self.sub = sub
         self.log = task.log
         self.base = base  # fixed by the run (Run.base); None: the head at launch
+        self.account = account  # asked before each new call
+        self.several = several  # other calls may be in flight beside this one
 
     def next_flight(self, pool: Executor, slot: int) -> Flight | None:
         """The subtask's next call, launched; None once it has ended this epoch (its
@@ -516,6 +558,8 @@ class Subtask:
         invoked = att.invoked
         agent = registry.route(task.agents, sub.role, self.agent_id())
         assert agent is not None, "Task.load checked every subtask routes"
+        if invoked is None:
+            self.account.check(sub)
         call = self.build_call(att, invoked, agent)
         if call is None:
             return None
@@ -531,6 +575,7 @@ class Subtask:
             self.log.append(
                 "subagent_invoked", "pending", step=sub.id, details=details, ts=call.prompt["ts"]
             )
+            self.account.spent.invoked(call.call_id, sub.id, agent.id)
         elif invoked["details"]["call_id"] != call.call_id:
             raise InvalidInput(
                 f"subtask {sub.id} changed since call {invoked['details']['call_id'][:12]} "
@@ -543,21 +588,25 @@ class Subtask:
             task.recording.unrecorded(call.call_id)
         task.probe(agent)  # also for a call resumed after a kill: its meta names the version
         flight.staging = exchanges.stage(task.scratch("staging") / call.call_id, call)
-        timeouts = call.prompt["payload"]["timeouts"]
+        timeouts = dict(call.prompt["payload"]["timeouts"])
+        left = self.account.remaining_s()
+        if left is not None:  # max_runtime_s: a call running at the deadline is stopped
+            timeouts["hard_s"] = min(timeouts["hard_s"], left)
+            timeouts["soft_s"] = min(timeouts["soft_s"], left)
         base = call.context["payload"]["base"]
         retry = envelope.RETRY_CONSTRAINT in call.prompt["payload"]["constraints"]
         task.live.started(sub.id, agent.id, sub.role, retry)
         # One folder per slot: a worker's copy is moved between bases, not made afresh.
         scratch = task.scratch("worker" if slot == 0 else f"worker-{slot}")
+        # With several in flight, say when each answer is in: it is taken in plan order.
+        told = (lambda: task.live.returned(sub.id)) if self.several else None
         flight.future = pool.submit(
             _answer,
             task.answering,
             agent,
             task.layout.root,
-            base,
-            flight.staging,
-            timeouts,
-            scratch,
+            (base, flight.staging, timeouts, scratch),
+            told,
         )
         return flight
 
@@ -698,6 +747,7 @@ class Subtask:
             fault("after:exchange")
         exchange = exchanges.load(folder)
         assert exchange is not None, "the exchange was recorded or just committed"
+        self.account.spent.answered(call.call_id, exchange)
         meta = exchange.meta
         return worker.judge(
             exchange.stdout, meta["exit_code"], meta["timed_out"], task.task_id, agent.id, limits
@@ -927,17 +977,20 @@ def _answer(
     answering: Worker,
     agent: Agent,
     root: Path,
-    base: str,
-    staging: Path,
-    timeouts: dict[str, float],
-    scratch: Path,
+    where: tuple[str, Path, dict[str, float], Path],
+    told: Callable[[], None] | None,
 ) -> proc.Result:
-    """A call, in a pool thread: with a git of its own, which threads may not share."""
+    """A call, in a pool thread, with a git of its own (threads may not share one): on
+    `base`, the envelope in `staging`, within `timeouts`, in `scratch`."""
+    base, staging, timeouts, scratch = where
     git = repo.Repo(root)
     try:
-        return answering.call(agent, git, base, staging, timeouts, scratch)
+        result = answering.call(agent, git, base, staging, timeouts, scratch)
     finally:
         git.close()
+    if told is not None:
+        told()
+    return result
 
 
 def _token_of(call: envelope.Call) -> str | None:

@@ -28,6 +28,7 @@ class Subtask:
     allow_mode_change: bool
     allow_api_change: bool
     on_error: str = "stop"  # the subtask's own, else the plan's (protocol.CONTINUE, ...)
+    limits: tuple[tuple[str, float], ...] = ()  # its budgets: its own calls' steps, cost, tokens
 
     def agent_at(self, fallbacks: int) -> str | None:
         """The agent called after `fallbacks` gave up: the plan's next one, else by role."""
@@ -40,6 +41,7 @@ class Plan:
     created: str
     subtasks: tuple[Subtask, ...]
     max_parallel: int | None = None
+    limits: tuple[tuple[str, float], ...] = ()  # its budgets, under ai/harness.toml's
 
     def get(self, subtask_id: str) -> Subtask:
         return self.by_id[subtask_id]
@@ -61,6 +63,7 @@ def load(path: Path, root: Path, task_id: str, raw: bytes | None = None) -> Plan
         data["created"],
         tuple(_subtask(s, on_error) for s in data["subtasks"]),
         data.get("max_parallel"),
+        tuple(sorted(data.get("budgets", {}).items())),
     )
     problem = structure_problem(plan)
     if problem is not None:
@@ -85,6 +88,7 @@ def _subtask(s: dict[str, Any], on_error: str) -> Subtask:
         allow_mode_change=s.get("allow_mode_change", False),
         allow_api_change=s.get("allow_api_change", False),
         on_error=s.get("on_error", on_error),
+        limits=tuple(sorted(s.get("budgets", {}).items())),
     )
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import config, registry, repo, tokens
+from . import budgets, config, registry, repo, tokens
 from . import plan as plan_mod
 from .contain import Containment
 from .errors import HarnessError
@@ -140,7 +140,7 @@ def plan_problems(layout: Layout, plan: Plan, agents: Sequence[Agent], now: str)
                 lambda agent: contain.probe(agent, Path(scratch) / agent.id),
                 lambda paths: git.blob_hashes(head, paths),
             )
-            return checker.plan(plan)
+            return budgets.problems(cfg, plan) + checker.plan(plan)
         finally:
             git.close()
 

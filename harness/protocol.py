@@ -352,14 +352,11 @@ class Model:
         elif name == "blocker_encountered":
             step = ev.get("step")
             st = self.steps.get(step) if isinstance(step, str) else None
-            if step is None:  # the task halts after subtasks that failed and went on
-                left = [s for s in self.subtasks or () if not self.resolved(s)]
-                if not self.ended():
-                    out.order("blocker_encountered for the task while no subtask failed")
-                elif left:
-                    out.order(f"blocker_encountered for the task while {left[0]} may still run")
-            elif st is None or st.failed is None:
-                out.order(f"blocker_encountered for {step} without its step_failed")
+            if step is None and "budget" in ev.get("details", _NO_DETAILS):
+                for waiting, _ in self.unanswered():  # a run out of budget takes its calls first
+                    out.order(f"blocker_encountered for a budget while {waiting} awaits its call")
+            else:
+                self._halt(step, st, out)
             self.blocker, self.blocked_at = ev, seq
         elif name == "blocker_resolved":
             if self.blocker is None:
@@ -371,6 +368,46 @@ class Model:
                 )
             self.epoch += 1
             self.steps.clear()
+
+    def _halt(self, step: Any, st: Step | None, out: _Findings) -> None:
+        """A blocker for failures: at the subtask that failed under "stop", or for the task
+        (no step) once nothing can run; either way every subtask of the epoch settled. One
+        finding at most: one line wrong is one finding."""
+        stopped = [s for s in self.steps if self.stops(s)]
+        left = [s for s in self.subtasks or () if not self.resolved(s)]
+        if step is None and stopped:
+            found = f"blocker_encountered for the task while {stopped[0]} stops it"
+        elif step is None and not self.ended():
+            found = "blocker_encountered for the task while no subtask failed"
+        elif step is None and left:
+            found = f"blocker_encountered for the task while {left[0]} may still run"
+        elif step is not None and (st is None or st.failed is None):
+            found = f"blocker_encountered for {step} without its step_failed"
+        else:
+            unsettled = self.unsettled()
+            if unsettled is None:
+                return
+            found = f"blocker_encountered while {unsettled}"
+        out.order(found)
+
+    def unsettled(self) -> str | None:
+        """What in the epoch has not ended as a run ends it before halting: a call with no
+        outcome, a failure followed by no retry, fallback or step_failed, a dependent of a
+        skip not skipped."""
+        for step, st in self.steps.items():
+            if st.failed is not None or st.skipped is not None:
+                continue
+            att = st.attempt
+            if att.open:
+                return f"call {short(att.call_id)} of {step} has no outcome"
+            last = att.events[-1] if att.events else None
+            if last is not None and last["event"] in FAILURES:
+                return f"{step}'s {last['event']} is followed by no retry or step_failed"
+        for step, deps in (self.subtasks or {}).items():
+            cause = next((d for d in deps if self.skips_dependents(d)), None)
+            if cause is not None and not self.resolved(step):
+                return f"{step} is not skipped though {cause} skips its dependents"
+        return None
 
 
 # -- the rules for a subtask's events ---------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from . import clock, files, orchestrator, repo
+from . import budgets, clock, files, orchestrator, repo
 from .acceptance import Judge
 from .diffgate import Change
 from .errors import Halted, InvalidInput
@@ -168,6 +168,26 @@ class Recording:
         step = expected.get("step")
         return (
             step is not None and step not in flying and expected["event"] != "blocker_encountered"
+        )
+
+    def exhausted(self) -> budgets.Exhausted | None:
+        """The budget the recorded run ran out of here (its blocker is the next line):
+        spending is not measured again, least of all wall time."""
+        expected = self.log.expected
+        if expected is None or expected["event"] != "blocker_encountered":
+            return None
+        details = expected.get("details") or {}
+        if expected.get("step") is not None or "budget" not in details:
+            return None
+        error = str(expected.get("error", ""))
+        why = error.removeprefix("budget ")
+        limit, used = (details.get(k) for k in ("limit", "used"))
+        number = (int, float)
+        return budgets.Exhausted(
+            str(details["budget"]),
+            limit if isinstance(limit, number) else 0.0,
+            used if isinstance(used, number) else 0.0,
+            why,
         )
 
     def base(self, task: orchestrator.Task) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import exchanges
+from . import budgets, config, exchanges
 from . import plan as plan_mod
 from .clock import Clock
 from .layout import Layout
@@ -17,7 +17,11 @@ def status(layout: Layout, task_id: str, clock: Clock) -> dict[str, Any]:
     blocker in force, whether the task is complete, its agents' cost, and how many events
     ran uncontained. This is the document `harness status --json` prints."""
     plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
-    model = Log(layout.log(task_id), task_id, clock).model
+    log = Log(layout.log(task_id), task_id, clock)
+    model = log.model
+    cfg = config.load(layout.config)
+    limits = budgets.limits(cfg, plan)
+    spent = budgets.spent(layout, task_id, log.events, cfg, budgets.metered(limits))
     rows = [{"id": s.id, "role": s.role, **model.summary(s.id)} for s in plan_mod.order(plan)]
     block = model.blocker
     return {
@@ -27,4 +31,9 @@ def status(layout: Layout, task_id: str, clock: Clock) -> dict[str, Any]:
         "complete": model.completed is not None,
         "cost_usd": round(exchanges.total_cost(layout.exchanges(task_id)), 6),
         "uncontained_events": model.uncontained,
+        # Use against each budget the task has; parallelism and runtime are a run's own.
+        "budgets": {
+            name: {"limit": limit, "used": None if name in budgets.PER_RUN else spent.used(name)}
+            for name, limit in sorted(limits.items())
+        },
     }

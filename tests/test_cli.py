@@ -369,8 +369,10 @@ def status_json(sample: Sample) -> dict[str, Any]:
         "subtasks",
         "cost_usd",
         "uncontained_events",
+        "budgets",
     }
     assert doc["uncontained_events"] == 0
+    assert doc["budgets"] == {}  # the demo sets none
     assert doc["task_id"] == "demo"
     for row in doc["subtasks"]:
         assert set(row) == {"id", "role", "status", "reason", "commit", "call_id", "unverified"}

@@ -14,7 +14,7 @@ import pytest
 from harness import demo
 from harness.live import Lines
 
-from .conftest import Sample, calc_patch, err, ok, scripted, subtask
+from .conftest import Sample, calc_patch, err, new_file_patch, ok, scripted, subtask
 
 MODES = {"plain": (), "quiet": ("--quiet",), "json": ("--json",)}
 PHASES = ["call", "gate", "apply", "build", "test", "acceptance", "commit"]
@@ -36,6 +36,43 @@ def test_each_line_times_the_phase_since_the_line_before() -> None:
         "T1: call ok 3.5s",
         "T1: gate failed 0.2s",
     ]
+
+
+def test_calls_in_flight_at_once_are_timed_each_from_its_own_start() -> None:
+    ticks = ticking(0.0, 1.0, 2.0, 5.0, 6.5, 7.0)
+    out = io.StringIO()
+    lines = Lines(out, as_json=False, clock=lambda: next(ticks))
+    lines.started("P1", "a", "impl", retry=False)
+    lines.started("P2", "a", "impl", retry=False)
+    lines.returned("P2")
+    lines.ended("P1", "call", ok=True)
+    lines.ended("P2", "call", ok=True)
+    assert out.getvalue().splitlines() == [
+        "P1: a working as impl",
+        "P2: a working as impl",
+        "P2: answered after 3.0s; it lands in plan order",
+        "P1: call ok 5.5s",
+        "P2: call ok 5.0s",
+    ]
+
+
+def test_a_parallel_run_says_when_each_answer_is_in(sample: Sample) -> None:
+    plan = [subtask(s, creates=[f"src/{s.lower()}.py"]) for s in ("P1", "P2")]
+    sample.write_plan(plan)
+    sample.write_script(
+        [
+            ok(s, (f"src/{s.lower()}.py", new_file_patch(f"src/{s.lower()}.py", ["X = 1"])))
+            for s in ("P1", "P2")
+        ]
+    )
+    res = sample.cli("run", "demo", "--max-parallel", "2", "--json", quiet=False)
+    assert res.returncode == 0, res.stderr
+    docs = [orjson.loads(line) for line in res.stdout.splitlines()]
+    returned = sorted(d["subtask"] for d in docs if d["event"] == "call_returned")
+    assert returned == ["P1", "P2"]
+    # Both calls were started before either answer was taken.
+    kinds = [(d["event"], d.get("subtask")) for d in docs if d["event"] != "call_returned"]
+    assert kinds[:2] == [("call_started", "P1"), ("call_started", "P2")]
 
 
 def test_json_lines_carry_the_same_facts_and_text_is_escaped() -> None:

@@ -1,0 +1,198 @@
+"""Budgets end to end: each one exhausted halts the task before the call it cannot afford,
+with a blocker naming it; raising it and `resume` goes on; audit and replay agree."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from harness import budgets
+from harness.config import Config, load
+
+from .builders import plan_of, sub
+from .conftest import Sample, new_file_patch, ok, subtask
+
+IDS = ["B1", "B2", "B3"]
+
+
+def creating(sid: str, metrics: dict[str, Any] | None = None, sleep: float = 0) -> dict[str, Any]:
+    path = f"src/{sid.lower()}.py"
+    answer = ok(sid, (path, new_file_patch(path, [f"NAME = {sid!r}"])))
+    if metrics is not None:
+        answer["result"]["metrics"] = metrics
+    return answer | {"sleep_s": sleep}
+
+
+def plan(sample: Sample, **extra: Any) -> None:
+    sample.write_plan(
+        [subtask(s, write_scope="src/**", creates=[f"src/{s.lower()}.py"]) for s in IDS]
+    )
+    if extra:
+        doc = sample.read_json("ai/tasks/demo/plan.json")
+        sample.write_json("ai/tasks/demo/plan.json", doc | extra)
+
+
+def add_config(sample: Sample, text: str) -> None:
+    with (sample.root / "ai/harness.toml").open("a") as fh:
+        fh.write("\n" + text + "\n")
+
+
+def run_out(sample: Sample, config: str, answers: list[dict[str, Any]]) -> str:
+    """Three subtasks run under `config`'s budgets; the run's stderr (it must halt)."""
+    plan(sample)
+    add_config(sample, config)
+    sample.write_script(answers)
+    res = sample.cli("run", "demo", timeout=60)
+    assert res.returncode == 1, res.stderr
+    return res.stderr
+
+
+def audited_and_replayed(sample: Sample) -> None:
+    assert sample.cli("audit", "demo").returncode == 0
+    res = sample.cli("replay", "demo")
+    assert res.returncode == 0, res.stderr
+
+
+def names(sample: Sample) -> list[str]:
+    return sample.names()
+
+
+def halted_for(sample: Sample, budget: str) -> dict[str, Any]:
+    last = sample.events()[-1]
+    assert last["event"] == "blocker_encountered" and last.get("step") is None
+    assert last["details"]["budget"] == budget
+    return last
+
+
+def status(sample: Sample) -> dict[str, Any]:
+    doc: dict[str, Any] = orjson.loads(sample.cli("status", "demo", "--json").stdout)
+    return doc
+
+
+def test_max_steps_stops_before_the_call_it_cannot_afford_and_resume_goes_on(
+    sample: Sample,
+) -> None:
+    err = run_out(sample, "[budgets]\nmax_steps = 2", [creating(s) for s in IDS])
+    assert "budget max_steps (task): 2 of 2 worker calls used" in err
+    assert "raise it" in err and "harness resume" in err
+    assert names(sample).count("subagent_invoked") == 2
+    halted_for(sample, "max_steps")
+    doc = status(sample)
+    assert doc["budgets"]["max_steps"] == {"limit": 2, "used": 2}
+    assert [row["status"] for row in doc["subtasks"]] == ["done", "done", "pending"]
+    audited_and_replayed(sample)
+    # Raised, then resumed: the third call is made and the task completes.
+    text = (sample.root / "ai/harness.toml").read_text().replace("max_steps = 2", "max_steps = 3")
+    sample.set_config(text)
+    assert sample.cli("resume", "demo", "--reason", "more steps").returncode == 0
+    res = sample.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+    audited_and_replayed(sample)
+
+
+def test_cost_reported_by_the_agent_is_held_to_max_cost_usd(sample: Sample) -> None:
+    answers = [creating(s, {"cost_usd": 0.6}) for s in IDS]
+    err = run_out(sample, "[budgets]\nmax_cost_usd = 1.0", answers)
+    assert "budget max_cost_usd (task): 1.2 of 1 USD used" in err
+    assert names(sample).count("subagent_invoked") == 2
+    assert halted_for(sample, "max_cost_usd")["details"]["used"] == 1.2
+    assert status(sample)["budgets"]["max_cost_usd"] == {"limit": 1.0, "used": 1.2}
+    audited_and_replayed(sample)
+
+
+def test_tokens_times_the_price_table_when_no_cost_is_reported(sample: Sample) -> None:
+    config = "[budgets]\nmax_cost_usd = 1.0\n\n[prices]\nscripted = 2.0"
+    err = run_out(sample, config, [creating(s, {"tokens": 400_000}) for s in IDS])
+    assert "1.6 of 1 USD used" in err  # two calls of 0.4M tokens at $2 per million
+    assert names(sample).count("subagent_invoked") == 2
+
+
+def test_an_unknown_cost_is_said_not_guessed(sample: Sample) -> None:
+    err = run_out(
+        sample, "[budgets]\nmax_cost_usd = 5.0", [creating(s, {"tokens": 10}) for s in IDS]
+    )
+    assert "the cost of call" in err and "is unknown: it reported none" in err
+    assert "[prices] has no price for it" in err
+    assert names(sample).count("subagent_invoked") == 1
+
+
+def test_max_tokens_counts_what_calls_reported(sample: Sample) -> None:
+    err = run_out(
+        sample, "[budgets]\nmax_tokens = 1000", [creating(s, {"tokens": 600}) for s in IDS]
+    )
+    assert "1200 of 1000 tokens used" in err
+
+
+def test_max_runtime_stops_a_hanging_call_at_the_deadline(sample: Sample) -> None:
+    err = run_out(sample, "[budgets]\nmax_runtime_s = 2", [creating("B1", sleep=60)])
+    assert "budget max_runtime_s" in err
+    failed = next(e for e in sample.events() if e["event"] == "subagent_failed")
+    assert failed["details"]["kind"] == "timeout"
+    halted_for(sample, "max_runtime_s")
+    audited_and_replayed(sample)
+
+
+def test_the_max_parallel_budget_caps_the_command(sample: Sample) -> None:
+    plan(sample)
+    add_config(sample, "[budgets]\nmax_parallel = 1")
+    sample.write_script([creating(s) for s in IDS])
+    assert sample.cli("run", "demo", "--max-parallel", "3").returncode == 0
+    got = names(sample)
+    assert got.index("subagent_invoked", 2) > got.index("step_completed")
+
+
+def test_a_subtask_budget_bounds_its_own_calls(sample: Sample) -> None:
+    sample.write_plan([subtask("B1", budgets={"max_steps": 1})])
+    sample.write_script([{"subtask": "B1", "error": {"message": "busy", "kind": "retryable"}}])
+    res = sample.cli("run", "demo")
+    assert res.returncode == 1 and "max_steps (subtask B1): 1 of 1" in res.stderr
+    assert names(sample).count("subagent_retried") == 1
+    assert names(sample).count("subagent_invoked") == 1
+
+
+@pytest.mark.parametrize(
+    ("config", "extra", "problem"),
+    [
+        ("[budgets]\nmax_steps = 2", {"budgets": {"max_steps": 5}}, "budgets.max_steps 5 exceeds"),
+        ("", {"budgets": {"max_cost_usd": 1}}, None),
+    ],
+)
+def test_a_plan_may_only_lower_the_config_budget(
+    sample: Sample, config: str, extra: dict[str, Any], problem: str | None
+) -> None:
+    plan(sample, **extra)
+    add_config(sample, config)
+    res = sample.cli("plan", "validate", "demo")
+    if problem is None:
+        assert res.returncode == 0, res.stderr
+        return
+    assert res.returncode == 2 and problem in res.stderr
+    res = sample.cli("run", "demo")
+    assert res.returncode == 2 and problem in res.stderr
+    assert not (sample.root / "ai/tasks/demo/progress.ndjson").exists()
+
+
+# -- the pure parts ----------------------------------------------------------------------------
+
+
+def config_of(**limits: float) -> Config:
+    return replace(load(Path("/nonexistent")), limits=limits)
+
+
+def test_limits_take_the_lower_of_config_and_plan() -> None:
+    plan_ = replace(plan_of(sub("T1")), limits=(("max_steps", 4.0), ("max_tokens", 9.0)))
+    found = budgets.limits(config_of(max_steps=10, max_cost_usd=2.0), plan_)
+    assert found == {"max_steps": 4, "max_cost_usd": 2.0, "max_tokens": 9}
+
+
+def test_a_subtask_may_not_raise_its_plan_budget() -> None:
+    cfg = config_of(max_steps=3)
+    raised = plan_of(sub("T1", limits=(("max_steps", 5.0),)))
+    assert budgets.problems(cfg, raised) == [
+        "subtask T1: budgets.max_steps 5.0 exceeds the plan's 3"
+    ]
+    assert budgets.problems(cfg, plan_of(sub("T1", limits=(("max_steps", 2.0),)))) == []

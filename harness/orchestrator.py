@@ -261,6 +261,9 @@ class Run:
         self.start = task.git.head()
         self.after: dict[str, str] = {}  # subtask ended in this run -> the head it left
         self.flying: dict[str, tuple[Subtask, Flight]] = {}
+        self.queued: list[Subtask] = []  # failed an attempt: their next call waits for a slot
+        self.landing: str | None = None  # taken, its change being checked and committed
+        self.once = False  # `next`: no new subtask once one ended
         self.free = list(range(slots))  # worker folders not in use, lowest first
         recording, limits = task.recording, budgets.limits(task.config, task.plan)
         metered = budgets.metered(limits, task.plan.subtasks)
@@ -275,21 +278,30 @@ class Run:
     def go(self, once: bool) -> Iterator[Finished | None]:
         model = self.task.model
         self.resume_open()
+        self.once = once
         while True:
-            self.skip_dependents()
-            if not (once and self.after):
-                self.launch()
+            self.launch()
             if not self.flying:
                 break
             sid = min(self.flying, key=self.position.__getitem__)
             job, flight = self.flying.pop(sid)
             self.free.append(flight.slot)
-            if job.finish(flight):
+            outcome = job.take(flight)
+            if outcome is None:  # its retry, fallback or end comes first, in its slot
+                self.queued.append(job)
+                continue
+            if self.slots > 1 or self.task.recording is not None:
+                # The slot is free: the next call runs while this change is checked. (With
+                # one slot, the next call sees this one's commit: it waits.)
+                self.landing = sid
+                self.launch()
+                self.landing = None
+            if job.settle(flight, outcome):
                 self.ended(job)
                 call_id, commit, _ = model.done[sid]
                 yield Finished(sid, call_id, commit)
             else:
-                self.begin(job)
+                self.queued.append(job)
         self.halt_if_failed(once)
         if once and self.after:
             return
@@ -307,19 +319,37 @@ class Run:
     def waiting(self, sub: plan_mod.Subtask) -> bool:
         model = self.task.model
         return (
-            sub.id not in self.flying
+            sub.id not in self.busy()
             and not model.resolved(sub.id)
             and all(model.goes_on(dep) for dep in sub.depends_on)
         )
 
+    def busy(self) -> set[str]:
+        """Subtasks under way: in flight, waiting for a slot, or landing."""
+        found = {*self.flying, *(job.sub.id for job in self.queued)}
+        return found | ({self.landing} if self.landing is not None else set())
+
     def launch(self) -> None:
+        """Fill the free slots: first the subtasks whose next attempt waits for one, then,
+        unless the task halts, new ones in plan order. A replay launches where its record
+        does."""
         task = self.task
-        while self.halted() is None and self.exhausted is None:
+        while True:
             if task.recording is not None:
-                self.exhausted = task.recording.exhausted()
-                if self.exhausted is not None or not task.recording.launches(set(self.flying)):
+                self.exhausted = self.exhausted or task.recording.exhausted()
+                if not task.recording.launches(self.busy() - {j.sub.id for j in self.queued}):
                     return
             elif len(self.flying) >= self.slots:
+                return
+            if self.queued:
+                self.queued.sort(key=lambda j: self.position[j.sub.id])
+                self.begin(self.queued.pop(0))
+                continue
+            if self.skip_dependents():  # a failure just logged left dependents to skip
+                continue
+            if self.halted() is not None or self.exhausted is not None:
+                return
+            if self.once and self.after:  # `next`: one subtask, and it ended
                 return
             sub = next((s for s in self.order if self.waiting(s)), None)
             if sub is None:
@@ -357,17 +387,19 @@ class Run:
         """The first subtask, in plan order, that failed this epoch under on_error "stop"."""
         return next((s.id for s in self.order if self.task.model.stops(s.id)), None)
 
-    def skip_dependents(self) -> None:
+    def skip_dependents(self) -> bool:
         """Log step_skipped for each subtask a failure under "skip_dependents" (or a skip)
-        leaves without a dependency; plan order carries it down the graph."""
-        model = self.task.model
+        leaves without a dependency (plan order carries it down the graph); True if any."""
+        model, busy, logged = self.task.model, self.busy(), False
         for sub in self.order:
-            if model.resolved(sub.id) or sub.id in self.flying:
+            if model.resolved(sub.id) or sub.id in busy:
                 continue
             cause = next((d for d in sub.depends_on if model.skips_dependents(d)), None)
             if cause is not None:
                 self.task.log.append("step_skipped", "ok", step=sub.id, details={"cause": cause})
                 self.after[sub.id] = self.task.git.head()
+                logged = True
+        return logged
 
     def halt_if_failed(self, once: bool) -> None:
         """Nothing is in flight. A failure under "stop" blocks the task at that subtask.
@@ -610,16 +642,19 @@ class Subtask:
         )
         return flight
 
-    def finish(self, flight: Flight) -> bool:
-        """Take the call's answer, and land its change; True when the step completed,
-        False after a failure."""
-        task, sub, att, agent, call = self.task, self.sub, flight.att, flight.agent, flight.call
+    def take(self, flight: Flight) -> worker.Outcome | None:
+        """The call's answer, its outcome logged; None when the call failed."""
+        att, agent, call = flight.att, flight.agent, flight.call
         outcome = self.answer(flight)
         self.phase("call", outcome.status == "ok")
         if not (att.has("subagent_succeeded") or att.has("subagent_failed")):
             self.record_outcome(agent, call, outcome)
-        if outcome.status != "ok":
-            return False
+        return outcome if outcome.status == "ok" else None
+
+    def settle(self, flight: Flight, outcome: worker.Outcome) -> bool:
+        """Land a successful answer's change (or judge an answer without one); True when
+        the step completed, False after a failure."""
+        task, sub, att, call = self.task, self.sub, flight.att, flight.call
         diffs = outcome.result.get("diffs", [])
         commit = None
         if diffs:

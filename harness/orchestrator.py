@@ -247,7 +247,8 @@ class Run:
     timing: a subtask is launched when its dependencies are done and a slot is free, first
     in plan order; results are taken strictly in plan order, so the log, every commit and
     the next launches depend on the plan and the answers alone, never on which call ended
-    first. A slot frees when its result is taken.
+    first. A slot frees when its answer is taken: a successful one's change is checked and
+    committed while the next call runs; a failed attempt's retry waits for a slot.
 
     Each call's base is fixed by the plan: with one slot, everything committed before it
     (the head at its launch); with more, the head its latest dependency left, in plan

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import orjson
+from bench_run import open_token, use_script
 
 from harness import demo, files
 from harness.layout import Layout
@@ -72,12 +72,7 @@ def prepare(root: Path, n: int, sleep: float, checks: bool) -> None:
         layout.plan("bench"),
         files.pretty({"task_id": "bench", "created": CLOCK, "subtasks": subtasks}),
     )
-    tokens = {
-        "tokens": [
-            {"id": "W1", "paths": ["src/**"], "expires": "2027-01-01T00:00:00Z", "one_shot": False}
-        ]
-    }
-    files.atomic_write(layout.tokens, files.pretty(tokens))
+    open_token(layout, "src/**")
     answers = [
         {
             "subtask": f"P{i}",
@@ -86,12 +81,7 @@ def prepare(root: Path, n: int, sleep: float, checks: bool) -> None:
         }
         for i in range(n)
     ]
-    script = root.parent / "script.json"
-    script.write_bytes(orjson.dumps({"answers": answers}))
-    reg = orjson.loads(layout.registry.read_bytes())
-    reg["agents"][0]["args"] = ["--script", str(script)]
-    reg["agents"][0]["read"] = [str(script)]
-    files.atomic_write(layout.registry, files.pretty(reg))
+    use_script(layout, answers)
 
 
 def run_harness(root: Path, slots: int) -> float:

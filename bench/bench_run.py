@@ -38,13 +38,13 @@ def patch(i: int) -> str:
     )
 
 
-def open_token(layout: Layout) -> None:
-    """One reusable token W1 over notes/**, valid well past the benchmarks' clock."""
+def open_token(layout: Layout, paths: str = "notes/**") -> None:
+    """One reusable token W1 over `paths`, valid well past the benchmarks' clock."""
     tokens = {
         "tokens": [
             {
                 "id": "W1",
-                "paths": ["notes/**"],
+                "paths": [paths],
                 "expires": "2027-01-01T00:00:00Z",
                 "one_shot": False,
             }
@@ -92,7 +92,13 @@ def prepare(root: Path, n: int, bulk: int = 0) -> Path:
         }
         for i in range(n)
     ]
-    script = root.parent / "script.json"
+    return use_script(layout, answers)
+
+
+def use_script(layout: Layout, answers: list[dict[str, object]]) -> Path:
+    """Write the scripted worker's answers beside the repository and point the registry's
+    agent at them; the script's path."""
+    script = layout.root.parent / "script.json"
     script.write_bytes(orjson.dumps({"answers": answers}))
     reg = orjson.loads(layout.registry.read_bytes())
     reg["agents"][0]["args"] = ["--script", str(script)]

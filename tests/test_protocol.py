@@ -128,10 +128,15 @@ STRUCTURAL = (protocol.STEP_EVENTS - protocol.CHECK_PASSED - protocol.CHECK_FAIL
 }
 
 
-@st.composite
-def plans(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
-    """Up to four subtasks, each depending on some earlier ones, and each worker's answers:
-    some failures, then a success, so every run ends complete."""
+MODES = ("stop", protocol.CONTINUE, protocol.SKIP_DEPENDENTS)
+
+
+def drawn_plan(
+    draw: st.DrawFn, modes: bool, failures: int
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """Up to four subtasks, each depending on some earlier ones (with `modes`, each with an
+    on_error of its own), and each worker's answers: up to `failures` failures, then a
+    success."""
     n = draw(st.integers(1, 4))
     subtasks, answers = [], {}
     for i in range(n):
@@ -141,12 +146,19 @@ def plans(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
             if i
             else []
         )
-        subtasks.append(subtask(sid, creates=["src/made_*.py"], depends_on=deps))
+        extra = {"on_error": draw(st.sampled_from(MODES))} if modes else {}
+        subtasks.append(subtask(sid, creates=["src/made_*.py"], depends_on=deps, **extra))
         answers[sid] = [
-            *draw(st.lists(FAILURE, max_size=3)),
+            *draw(st.lists(FAILURE, max_size=failures)),
             draw(st.sampled_from([DIFF, NO_DIFF])),
         ]
     return subtasks, answers
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """Plans whose every run ends complete (failures are retried or resumed)."""
+    return drawn_plan(draw, modes=False, failures=3)
 
 
 def mutations(events: list[Event]) -> list[tuple[str, list[Event]]]:
@@ -430,28 +442,13 @@ def test_after_blocker_resolved_a_failed_or_skipped_subtask_runs_again() -> None
 
 # -- every log a run with on_error modes and several slots writes is legal ---------------------
 
-MODES = ("stop", protocol.CONTINUE, protocol.SKIP_DEPENDENTS)
 Drawn = tuple[list[dict[str, Any]], dict[str, list[str]], int]
 
 
 @st.composite
 def plans_with_modes(draw: st.DrawFn) -> Drawn:
     """As plans(), each subtask with an on_error of its own, and the slots to run with."""
-    n = draw(st.integers(1, 4))
-    subtasks, answers = [], {}
-    for i in range(n):
-        sid = f"T{i + 1}"
-        deps = (
-            draw(st.lists(st.sampled_from([f"T{j + 1}" for j in range(i)]), unique=True))
-            if i
-            else []
-        )
-        mode = draw(st.sampled_from(MODES))
-        subtasks.append(subtask(sid, creates=["src/made_*.py"], depends_on=deps, on_error=mode))
-        answers[sid] = [
-            *draw(st.lists(FAILURE, max_size=2)),
-            draw(st.sampled_from([DIFF, NO_DIFF])),
-        ]
+    subtasks, answers = drawn_plan(draw, modes=True, failures=2)
     return subtasks, answers, draw(st.integers(1, 3))
 
 

@@ -21,13 +21,7 @@ from .layout import Layout
 from .plan import Plan, Subtask
 
 PER_RUN = ("max_parallel", "max_runtime_s")  # bounds on one `run`, not spent by the task
-UNITS = {
-    "max_steps": "worker calls",
-    "max_parallel": "calls at once",
-    "max_runtime_s": "seconds of this run",
-    "max_cost_usd": "USD",
-    "max_tokens": "tokens",
-}
+UNITS = {"max_steps": "worker calls", "max_cost_usd": "USD", "max_tokens": "tokens"}  # spent
 
 
 def limits(config: Config, plan: Plan) -> dict[str, float]:
@@ -174,24 +168,27 @@ def refusal(
             unknown = spent.unknown(name, step)
             if unknown is not None:
                 call_id, call = unknown
-                what = "cost" if name == "max_cost_usd" else "token count"
+                what, why = "token count", ""
+                if name == "max_cost_usd":
+                    what = "cost"
+                    priced = call.agent in spent.prices
+                    why = (
+                        ", nor tokens to price"
+                        if priced
+                        else ", and ai/harness.toml [prices] has no price for it"
+                    )
                 return Exhausted(
                     name,
                     limit,
                     spent.used(name, step),
                     f"{name} ({owner}): the {what} of call {call_id[:12]} by {call.agent} is "
-                    f"unknown: it reported none"
-                    + (
-                        ", and ai/harness.toml [prices] has no price for it"
-                        if what == "cost"
-                        else ""
-                    ),
+                    f"unknown: it reported none{why}",
                 )
             used = spent.used(name, step)
             # One more call is one more step; any call costs something, so a cost or token
             # budget reached affords none.
             over = used + 1 > limit if name == "max_steps" else used >= limit
-            if name in ("max_steps", "max_cost_usd", "max_tokens") and over:
+            if name in UNITS and over:
                 return Exhausted(
                     name, limit, used, f"{name} ({owner}): {used:g} of {limit:g} {UNITS[name]} used"
                 )

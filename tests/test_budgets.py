@@ -196,3 +196,20 @@ def test_a_subtask_may_not_raise_its_plan_budget() -> None:
         "subtask T1: budgets.max_steps 5.0 exceeds the plan's 3"
     ]
     assert budgets.problems(cfg, plan_of(sub("T1", limits=(("max_steps", 2.0),)))) == []
+
+
+def test_an_unknown_cost_names_what_is_missing() -> None:
+    priced = budgets.Spent({"codex": 2.0})
+    unpriced = budgets.Spent({})
+    for spent in (priced, unpriced):
+        spent.invoked("c" * 64, "T1", "codex")
+        spent.calls["c" * 64].answered = True
+    found = [
+        budgets.refusal({"max_cost_usd": 1.0}, sub("T1"), spent, 0.0)
+        for spent in (priced, unpriced)
+    ]
+    assert [f.why.split("reported none")[1] for f in found if f is not None] == [
+        ", nor tokens to price",
+        ", and ai/harness.toml [prices] has no price for it",
+    ]
+    assert budgets.refusal({"max_steps": 2}, sub("T1"), priced, 0.0) is None

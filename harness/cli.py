@@ -249,7 +249,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"NOT CONTAINED: {doc['uncontained_events']} event(s) ran with the sandbox off")
     block = doc["blocked"]
     if block is not None:
-        print(f"blocked at {block.get('step')}: {printable(str(block.get('error')))}")
+        where = block.get("step") or "the task's end"  # no step: failures that went on, a budget
+        print(f"blocked at {where}: {printable(str(block.get('error')))}")
     return 0
 
 

@@ -158,6 +158,8 @@ def test_continue_runs_the_dependents_and_leaves_the_task_incomplete(
     names = [n for n, _ in structure(sample)]
     assert names[-1] == "blocker_encountered" and "task_completed" not in names
     assert sample.events()[-1].get("step") is None
+    shown = sample.cli("status", "demo").stdout
+    assert "blocked at the task's end: P1 failed: cannot do it" in shown
     # The dependent ran without the failed subtask's work: no blob of it in its prompt.
     call = next(
         e["details"]["call_id"]

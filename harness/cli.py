@@ -171,10 +171,19 @@ def cmd_plan_show(args: argparse.Namespace) -> int:
     ordered = plan_mod.order(plan)
     if args.json:
         rows = [
-            {"id": s.id, "role": s.role, "goal": s.goal, "depends_on": list(s.depends_on)}
+            {
+                "id": s.id,
+                "role": s.role,
+                "goal": s.goal,
+                "depends_on": list(s.depends_on),
+                "agents": list(s.agents),
+                "on_error": s.on_error,
+                "budgets": dict(s.limits),
+            }
             for s in ordered
         ]
-        _print_json({"task_id": task_id, "subtasks": rows})
+        doc = {"task_id": task_id, "subtasks": rows, "max_parallel": plan.max_parallel}
+        _print_json(doc | {"budgets": dict(plan.limits)})
         return 0
     for sub in ordered:
         deps = f" after {', '.join(sub.depends_on)}" if sub.depends_on else ""

@@ -89,17 +89,26 @@ def test_demo_refuses_two_different_folders(tmp_path: Path) -> None:
 def test_plan_show_json_lists_the_subtasks_in_run_order(sample: Sample) -> None:
     sample.write_plan(
         [
-            subtask("T2", depends_on=["T1"], goal="second"),
-            subtask("T1", goal="first"),
+            subtask("T2", depends_on=["T1"], goal="second", on_error="continue"),
+            subtask("T1", goal="first", agent=["scripted"], budgets={"max_steps": 2}),
         ]
     )
+    doc = sample.read_json("ai/tasks/demo/plan.json")
+    sample.write_json("ai/tasks/demo/plan.json", doc | {"max_parallel": 2})
     res = sample.cli("plan", "show", "demo", "--json")
     assert res.returncode == 0, res.stderr
+    common = {"role": "localized-impl"}
     assert document(res) == {
         "task_id": "demo",
+        "max_parallel": 2,
+        "budgets": {},
         "subtasks": [
-            {"id": "T1", "role": "localized-impl", "goal": "first", "depends_on": []},
-            {"id": "T2", "role": "localized-impl", "goal": "second", "depends_on": ["T1"]},
+            common
+            | {"id": "T1", "goal": "first", "depends_on": [], "agents": ["scripted"]}
+            | {"on_error": "stop", "budgets": {"max_steps": 2}},
+            common
+            | {"id": "T2", "goal": "second", "depends_on": ["T1"], "agents": []}
+            | {"on_error": "continue", "budgets": {}},
         ],
     }
 

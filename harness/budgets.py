@@ -20,8 +20,8 @@ from .config import Config
 from .layout import Layout
 from .plan import Plan, Subtask
 
-PER_RUN = ("max_parallel", "max_runtime_s")  # bounds on one `run`, not spent by the task
-UNITS = {"max_steps": "worker calls", "max_cost_usd": "USD", "max_tokens": "tokens"}  # spent
+# What the task spends; max_parallel and max_runtime_s bound one `run` instead.
+UNITS = {"max_steps": "worker calls", "max_cost_usd": "USD", "max_tokens": "tokens"}
 
 
 def limits(config: Config, plan: Plan) -> dict[str, float]:
@@ -87,9 +87,7 @@ class Spent:
             return len(calls)
         if name == "max_cost_usd":
             return round(sum(c.cost for c in calls if c.cost is not None), 6)
-        if name == "max_tokens":
-            return sum(c.tokens for c in calls if c.tokens is not None)
-        return 0
+        return sum(c.tokens for c in calls if c.tokens is not None)  # max_tokens
 
     def unknown(self, name: str, step: str | None = None) -> tuple[str, Call] | None:
         """The first answered call whose cost (or tokens) nobody can tell."""
@@ -156,7 +154,7 @@ def refusal(
     ):
         for name in sorted(bounds):
             limit = bounds[name]
-            if name == "max_runtime_s" and step is None:
+            if name == "max_runtime_s":
                 if elapsed_s >= limit:
                     return Exhausted(
                         name,
@@ -164,6 +162,8 @@ def refusal(
                         round(elapsed_s, 3),
                         f"{name}: the run took {elapsed_s:.0f}s of {limit:g}s",
                     )
+                continue
+            if name not in UNITS:  # max_parallel bounds the slots, not what is spent
                 continue
             unknown = spent.unknown(name, step)
             if unknown is not None:
@@ -188,7 +188,7 @@ def refusal(
             # One more call is one more step; any call costs something, so a cost or token
             # budget reached affords none.
             over = used + 1 > limit if name == "max_steps" else used >= limit
-            if name in UNITS and over:
+            if over:
                 return Exhausted(
                     name, limit, used, f"{name} ({owner}): {used:g} of {limit:g} {UNITS[name]} used"
                 )

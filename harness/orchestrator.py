@@ -234,12 +234,16 @@ def steps(task: Task, once: bool, slots: int = 1) -> Iterator[Finished | None]:
     if task.model.started is None:
         task.log.append("task_started", "ok", details={"subtasks": len(task.plan.subtasks)})
     task.sync_checklist()
-    with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="harness-call") as pool:
-        run = Run(task, slots, pool)
-        try:
-            yield from run.go(once)
-        finally:
-            run.land_nothing_more()
+    pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="harness-call")
+    try:
+        yield from Run(task, slots, pool).go(once)
+    finally:
+        # Leaving early (a halt, an error, Ctrl-C), no call in flight, being taken or about
+        # to start outlives the run; its invocation stays open in the log, so the next run
+        # makes it again under the same call_id.
+        proc.stop_all()
+        pool.shutdown(wait=True)
+        proc.allow_all()
 
 
 class Run:
@@ -303,7 +307,7 @@ class Run:
                 yield Finished(sid, call_id, commit)
             else:
                 self.queued.append(job)
-        self.halt_if_failed(once)
+        self.halt_if_failed()
         if once and self.after:
             return
         if all(s.id in model.done for s in self.order):
@@ -402,7 +406,7 @@ class Run:
                 logged = True
         return logged
 
-    def halt_if_failed(self, once: bool) -> None:
+    def halt_if_failed(self) -> None:
         """Nothing is in flight. A failure under "stop" blocks the task at that subtask.
         With `once`, the subtask this command ran failing or skipped is its failure.
         Otherwise, once nothing is left to run, failures that went on block the task at
@@ -422,24 +426,18 @@ class Run:
                 f"task {self.task.task_id} halted: {error} (raise it in ai/harness.toml "
                 "[budgets] or plan.json, then `harness resume`)"
             )
-        if once and self.after:
+        if self.once and self.after:
             mine = [s for s in self.after if s not in model.done]
             if mine:
                 raise Halted("; ".join(f"{s} {model.status(s)}: {model.reason(s)}" for s in mine))
             return
-        ended = [s.id for s in self.order if s.id in model.ended()]
+        failed = set(model.ended())
+        ended = [s.id for s in self.order if s.id in failed]
         if not ended or not all(model.resolved(s.id) for s in self.order):
             return
         why = "; ".join(f"{s} {model.status(s)}: {model.reason(s)}" for s in ended)
         log.append("blocker_encountered", "blocked", error=why)
         raise Halted(f"task {self.task.task_id} is not complete: {why}")
-
-    def land_nothing_more(self) -> None:
-        """Leaving early (a halt, an error, Ctrl-C): no call in flight, or being taken,
-        outlives the run; its invocation stays open in the log, so the next run makes it
-        again under the same call_id."""
-        proc.stop_all()
-        self.flying.clear()
 
 
 def resume(task: Task, reason: str) -> Any:
@@ -511,6 +509,7 @@ class Flight:
     agent: Agent
     call: envelope.Call
     slot: int  # which worker folder it uses
+    recorded: exchanges.Exchange | None = None  # its answer, when the exchange holds it
     future: Future[proc.Result] | None = None
     staging: Path | None = None
 
@@ -614,8 +613,9 @@ class Subtask:
                 f"subtask {sub.id} changed since call {invoked['details']['call_id'][:12]} "
                 "was made: restore its plan, inputs and config, or resolve a blocker first"
             )
-        flight = Flight(att, agent, call, slot)
-        if exchanges.load(task.layout.exchange(task.task_id, call.call_id)) is not None:
+        recorded = exchanges.load(task.layout.exchange(task.task_id, call.call_id))
+        flight = Flight(att, agent, call, slot, recorded)
+        if recorded is not None:
             return flight
         if task.recording is not None:
             task.recording.unrecorded(call.call_id)
@@ -638,7 +638,10 @@ class Subtask:
             task.answering,
             agent,
             task.layout.root,
-            (base, flight.staging, timeouts, scratch),
+            base,
+            flight.staging,
+            timeouts,
+            scratch,
             told,
         )
         return flight
@@ -764,6 +767,7 @@ class Subtask:
         task, agent, call = self.task, flight.agent, flight.call
         folder = task.layout.exchange(task.task_id, call.call_id)
         limits = (task.config.max_output_bytes, task.config.max_artifact_bytes)
+        exchange = flight.recorded
         if flight.future is not None and flight.staging is not None:
             result = flight.future.result()
             stdout = (flight.staging / "stdout.ndjson").read_bytes()
@@ -779,9 +783,8 @@ class Subtask:
                 "exit_code": result.code,
                 "timed_out": result.timed_out,
             }
-            exchanges.commit(flight.staging, folder, call, outcome, made, task.ledger)
+            exchange = exchanges.commit(flight.staging, folder, call, outcome, made, task.ledger)
             fault("after:exchange")
-        exchange = exchanges.load(folder)
         assert exchange is not None, "the exchange was recorded or just committed"
         self.account.spent.answered(call.call_id, exchange)
         meta = exchange.meta
@@ -1013,12 +1016,14 @@ def _answer(
     answering: Worker,
     agent: Agent,
     root: Path,
-    where: tuple[str, Path, dict[str, float], Path],
+    base: str,
+    staging: Path,
+    timeouts: dict[str, float],
+    scratch: Path,
     told: Callable[[], None] | None,
 ) -> proc.Result:
-    """A call, in a pool thread, with a git of its own (threads may not share one): on
-    `base`, the envelope in `staging`, within `timeouts`, in `scratch`."""
-    base, staging, timeouts, scratch = where
+    """A call, in a pool thread, with a git of its own (threads may not share one); `told`
+    once it ended."""
     git = repo.Repo(root)
     try:
         result = answering.call(agent, git, base, staging, timeouts, scratch)

@@ -60,15 +60,23 @@ def base_env(
 # Groups of commands running now: several run at once when a run has calls in flight.
 _LIVE: set[int] = set()
 _LIVE_LOCK = threading.Lock()
+_STOPPED = threading.Event()  # set from stop_all until allow_all: nothing may start
 
 
 def stop_all() -> None:
-    """Kill every command harness is running, from any thread: a run leaving early (a halt,
-    Ctrl-C) leaves no call behind. Each one's own `run` then reaps it and returns."""
+    """Kill every command harness is running, and refuse to start any, until allow_all: a
+    run leaving early (a halt, Ctrl-C) leaves no call behind, not even one a pool thread
+    was about to start. Each one's own `run` then reaps it and returns."""
+    _STOPPED.set()  # before the snapshot: a command registered after it sees the flag
     with _LIVE_LOCK:
         groups = sorted(_LIVE)
     for pgid in groups:
         _kill_group(pgid, signal.SIGKILL)
+
+
+def allow_all() -> None:
+    """Commands may start again: the threads of the run that stopped have all ended."""
+    _STOPPED.clear()
 
 
 def _kill_group(pgid: int, sig: signal.Signals) -> None:
@@ -140,6 +148,8 @@ def run(
             # the command's order of writes is kept.
             ferr = fout if same else out.pipe(stderr, ("stderr",))
         boxed = _Boxed(stack, box, argv, cwd) if box is not None else None
+        if _STOPPED.is_set():
+            raise HarnessError(f"not starting {argv[0]!r}: harness is stopping")
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -162,6 +172,8 @@ def run(
         leaked = False
         with _LIVE_LOCK:
             _LIVE.add(proc.pid)
+            if _STOPPED.is_set():  # stop_all ran between the check above and here
+                _kill_group(proc.pid, signal.SIGKILL)
         try:
             while True:
                 if not stages:

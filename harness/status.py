@@ -33,7 +33,7 @@ def status(layout: Layout, task_id: str, clock: Clock) -> dict[str, Any]:
         "uncontained_events": model.uncontained,
         # Use against each budget the task has; parallelism and runtime are a run's own.
         "budgets": {
-            name: {"limit": limit, "used": None if name in budgets.PER_RUN else spent.used(name)}
+            name: {"limit": limit, "used": spent.used(name) if name in budgets.UNITS else None}
             for name, limit in sorted(limits.items())
         },
     }

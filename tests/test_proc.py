@@ -7,11 +7,12 @@ import os
 import signal
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from harness import sandbox
+from harness import proc, sandbox
 from harness.errors import HarnessError
 from harness.proc import Result, base_env, capture, mark_cut, run, shell
 
@@ -402,3 +403,25 @@ def test_mark_cut_ends_the_file_with_a_note(tmp_path: Path) -> None:
     log.write_bytes(b"partial li")
     mark_cut(log, CAP)
     assert log.read_bytes() == b"partial li\n[harness: output cut at 1001 bytes]\n"
+
+
+def test_stop_all_kills_a_running_command_and_refuses_new_ones_until_allowed(
+    tmp_path: Path,
+) -> None:
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(run, sleeper, cwd=tmp_path, env=_env(tmp_path))
+        deadline = time.monotonic() + 10
+        while not proc._LIVE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        proc.stop_all()
+        try:
+            assert running.result(timeout=10).code == -signal.SIGKILL
+            assert time.monotonic() - started < 10
+            with pytest.raises(HarnessError, match="harness is stopping"):
+                run([sys.executable, "-c", "pass"], cwd=tmp_path, env=_env(tmp_path))
+        finally:
+            proc.allow_all()
+    # Its twin: allowed again, the same command runs.
+    assert run([sys.executable, "-c", "pass"], cwd=tmp_path, env=_env(tmp_path)).code == 0

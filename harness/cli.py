@@ -92,7 +92,7 @@ def _task(args: argparse.Namespace) -> tuple[Layout, str]:
 
 
 def _positive(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:  # "²" is a digit too
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
     return int(value)
 

@@ -108,7 +108,7 @@ def test_plan_max_parallel_caps_the_command(sample: Sample) -> None:
     assert bases(sample)["P2"] == applied(sample)["P1"]
 
 
-@pytest.mark.parametrize("bad", ["0", "-1", "two"])
+@pytest.mark.parametrize("bad", ["0", "-1", "two", "\u00b2", "\u0663"])
 def test_max_parallel_must_be_a_whole_number(sample: Sample, bad: str) -> None:
     res = sample.cli("run", "demo", "--max-parallel", bad)
     assert res.returncode == 2 and "--max-parallel" in res.stderr

@@ -185,7 +185,9 @@ class _Audit:
                     if value["id"] in scopes:
                         self.add("plan", None, f"{label}: duplicate subtask id {value['id']!r}")
                         return
-                    globs = (*scope.as_list(value["write_scope"]), *value.get("creates", ()))
+                    # A subtask running a plan writes nothing itself: its plan's subtasks do.
+                    written = value.get("write_scope", ())
+                    globs = (*scope.as_list(written), *value.get("creates", ()))
                     scopes[value["id"]] = shared.setdefault(globs, globs)
                     needs[value["id"]] = tuple(value.get("depends_on", ()))
                     first = first or [value]
@@ -255,6 +257,34 @@ class _Audit:
             self.use_token(i, ev, step, details["token"], "invoked")
         elif name == "subagent_diffs_applied":
             self.applied(i, ev, step, details)
+        elif name in ("step_completed", "step_failed") and "plan" in details:
+            self.linked(i, name, details)
+
+    def linked(self, i: int, name: str, d: dict[str, Any]) -> None:
+        """A nested plan's end names a record commit of that task on this branch, whose copy
+        of the task's log ends with the line it names (task_completed, if it completed)."""
+        task_id, commit, log_head = d.get("plan"), d.get("commit"), d.get("log_head")
+        if not isinstance(task_id, str) or not isinstance(commit, str):
+            self.add("record", i, f"{name} names no nested task and commit")
+            return
+        if not (self.git.exists(commit) and self.git.is_ancestor(commit, "HEAD")):
+            self.add("record", i, f"commit {short(commit)} of task {task_id} is not on HEAD")
+            return
+        trailers = repo.trailers(self.git.message(commit))
+        data = self.git.read(commit, self.layout.rel(self.layout.log(task_id)))
+        if trailers.get("Harness-Task") != task_id or data is None:
+            self.add("record", i, f"commit {short(commit)} records no log of task {task_id}")
+            return
+        last = data.rstrip(b"\n").rpartition(b"\n")[2]
+        if progress.line_hash(last) != log_head:
+            self.add(
+                "record",
+                i,
+                f"the log of task {task_id} at {short(commit)} does not end with the line "
+                f"{short(log_head)} it names",
+            )
+        elif name == "step_completed" and b'"event":"task_completed"' not in last:
+            self.add("record", i, f"task {task_id} had not completed at {short(commit)}")
 
     def applied(self, i: int, ev: _Event, step: str, d: dict[str, Any]) -> None:
         call, commit, token = d.get("call_id"), d.get("commit"), d.get("token")

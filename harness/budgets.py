@@ -110,16 +110,20 @@ def spent(
     events: Iterable[Mapping[str, Any]],
     config: Config,
     metered: bool,
+    into: Spent | None = None,
+    step: str | None = None,
 ) -> Spent:
-    """What the task's logged calls spent; with `metered` (a cost or token budget is set),
-    what their recorded answers reported too, each exchange checked against its hashes."""
-    found = Spent(config.prices)
+    """What the task's logged calls spent (added `into` a Spent, each as a call of `step`
+    when given: a nested plan's calls are its parent subtask's); with `metered` (a cost or
+    token budget is set), what their recorded answers reported too, each exchange checked
+    against its hashes."""
+    found = Spent(config.prices) if into is None else into
     for ev in events:
         if ev["event"] != "subagent_invoked":
             continue
         details = ev.get("details", {})
         call_id = str(details.get("call_id"))
-        found.invoked(call_id, str(ev.get("step")), str(details.get("subagent")))
+        found.invoked(call_id, step or str(ev.get("step")), str(details.get("subagent")))
         if metered:
             found.answered(call_id, exchanges.load(layout.exchange(task_id, call_id)))
     return found
@@ -205,7 +209,9 @@ class OverBudget(Exception):
 
 @dataclass
 class Account:
-    """A run's budgets and spending, asked before each call is made."""
+    """A run's budgets and spending, asked before each call is made. A nested plan's run
+    has its parent's account `up`, with the subtask running it: each call is checked, and
+    counted, at every level above too."""
 
     limits: dict[str, float]
     spent: Spent
@@ -213,6 +219,7 @@ class Account:
     clock: Callable[[], float] = time.monotonic
     # A replay measures nothing: where the recorded run ran out, its record says so.
     recorded: Callable[[], Exhausted | None] | None = None
+    up: tuple[Account, Subtask] | None = None
 
     def check(self, sub: Subtask) -> None:
         if self.recorded is not None:
@@ -221,9 +228,24 @@ class Account:
             found = refusal(self.limits, sub, self.spent, self.clock() - self.started)
         if found is not None:
             raise OverBudget(found)
+        if self.up is not None:
+            self.up[0].check(self.up[1])
+
+    def invoked(self, call_id: str, step: str, agent: str) -> None:
+        self.spent.invoked(call_id, step, agent)
+        if self.up is not None:
+            self.up[0].invoked(call_id, self.up[1].id, agent)
+
+    def answered(self, call_id: str, exchange: exchanges.Exchange | None) -> None:
+        self.spent.answered(call_id, exchange)
+        if self.up is not None:
+            self.up[0].answered(call_id, exchange)
 
     def remaining_s(self) -> float | None:
-        """Seconds left of max_runtime_s: calls running at the deadline are stopped."""
+        """Seconds left of max_runtime_s, at this level or any above: calls running at the
+        deadline are stopped."""
+        above = None if self.up is None else self.up[0].remaining_s()
         if "max_runtime_s" not in self.limits or self.recorded is not None:
-            return None
-        return max(0.0, self.started + self.limits["max_runtime_s"] - self.clock())
+            return above
+        left = max(0.0, self.started + self.limits["max_runtime_s"] - self.clock())
+        return left if above is None else min(left, above)

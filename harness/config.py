@@ -54,6 +54,9 @@ class Verify:
     coverage_report: str = "coverage.json"
 
 
+DRAFTED_BUDGETS = {"max_steps": 10, "max_parallel": 3, "max_runtime_s": 300}
+
+
 @dataclass(frozen=True)
 class Config:
     name: str
@@ -72,6 +75,9 @@ class Config:
     sandbox: str = "bwrap"  # or "off": nothing is contained, and every event says so
     limits: dict[str, float] = field(default_factory=dict)  # [budgets]: the task's (budgets.py)
     prices: dict[str, float] = field(default_factory=dict)  # agent -> USD per million tokens
+    max_depth: int = 5  # how deep plans may nest
+    # A plan an agent drafted is held to these (drafting.py), lower than a person's.
+    drafted: dict[str, float] = field(default_factory=lambda: dict(DRAFTED_BUDGETS))
 
     @property
     def contained(self) -> bool:
@@ -115,6 +121,8 @@ def load(path: Path, raw: bytes | None = None) -> Config:
         sandbox=data.get("sandbox", {}).get("mode", "bwrap"),
         limits=dict(data.get("budgets", {})),
         prices=dict(data.get("prices", {})),
+        max_depth=int(limits.get("max_depth", 5)),
+        drafted=dict(data.get("drafted_budgets", DRAFTED_BUDGETS)),
     )
 
 

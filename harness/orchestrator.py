@@ -23,6 +23,7 @@ from . import (
     envelope,
     exchanges,
     files,
+    nesting,
     preflight,
     proc,
     protocol,
@@ -56,7 +57,8 @@ class Recording(Protocol):
         """A call the record does not hold was about to be made."""
 
     def base(self, task: Task) -> str:
-        """The base the record's next call was made on (HEAD moved over human commits)."""
+        """The base the record's next call, or nested plan, began on (HEAD moved over
+        human commits)."""
 
     def launches(self, flying: set[str]) -> bool:
         """Whether the record's next line is a launch (of a subtask not in `flying`)."""
@@ -66,6 +68,9 @@ class Recording(Protocol):
 
     def checks(self, step: str) -> Steps | None:
         """The step's check results as recorded, or None to run the checks again."""
+
+    def nested(self, task: Task, sub: plan_mod.Subtask) -> nesting.Unit:
+        """How the nested plan `sub` runs ended, as recorded, with HEAD moved to its end."""
 
 
 class Worker(Protocol):
@@ -102,9 +107,12 @@ class Task:
     recording: Recording | None = None
     worker: Worker | None = None  # who answers calls: the sandboxed agent unless a test says
     live: Live = field(default_factory=Silent)  # progress for people, never recorded
+    depth: int = 0  # how deep in plans running plans this task runs (nesting.py)
 
     @classmethod
-    def load(cls, layout: Layout, task_id: str, clock: Clock, log: Log | None = None) -> Task:
+    def load(
+        cls, layout: Layout, task_id: str, clock: Clock, log: Log | None = None, depth: int = 0
+    ) -> Task:
         root = layout.root
         plan_path = layout.plan(task_id)
         if not plan_path.exists():
@@ -120,6 +128,7 @@ class Task:
             agents=registry.load(layout.registry, root, ledger.read(layout.registry)),
             log=log or Log(layout.log(task_id), task_id, clock),
             ledger=ledger,
+            depth=depth,
         )
         task.log.uncontained = not task.config.contained
         over = budgets.problems(task.config, task.plan)
@@ -130,11 +139,14 @@ class Task:
         task.git.branch()
         task.token_store()
         for sub in task.plan.subtasks:
+            if sub.plan is not None:  # runs another plan: its subtasks are routed there
+                continue
             for agent_id in sub.agents or (None,):
                 if registry.route(task.agents, sub.role, agent_id) is None:
                     problem = preflight.unroutable(sub, agent_id)
                     raise InvalidInput(f"ai/agents/registry.json: {problem}")
         if log is None:  # a replay's own log is held to the record line by line instead
+            nesting.check(layout, task_id, task.plan, task.config)  # (it replays each alone)
             rel = layout.rel(task.log.path)
             task.log.follow(ledger, task.git.blob_hashes(head, [rel])[rel] or EMPTY)
             task.refuse_cut_log(head)
@@ -219,10 +231,16 @@ class Finished(NamedTuple):
     commit: Any
 
 
-def steps(task: Task, once: bool, slots: int = 1) -> Iterator[Finished | None]:
+def steps(
+    task: Task,
+    once: bool,
+    slots: int = 1,
+    up: tuple[budgets.Account, plan_mod.Subtask] | None = None,
+) -> Iterator[Finished | None]:
     """Run the task, yielding each subtask as it is done, then None once the task is
     complete; with `once`, until the first subtask ends. A halt is raised: a blocker (the
-    task waits for a person), or, with `once`, the subtask that failed."""
+    task waits for a person), or, with `once`, the subtask that failed. A nested plan runs
+    with the account of the run above it `up`, and the subtask there that runs it."""
     block = task.model.blocker
     if block is not None:
         raise Halted(
@@ -236,7 +254,7 @@ def steps(task: Task, once: bool, slots: int = 1) -> Iterator[Finished | None]:
     task.sync_checklist()
     pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="harness-call")
     try:
-        yield from Run(task, slots, pool).go(once)
+        yield from Run(task, slots, pool, up).go(once)
     finally:
         # Leaving early (a halt, an error, Ctrl-C), no call in flight, being taken or about
         # to start outlives the run; its invocation stays open in the log, so the next run
@@ -259,7 +277,13 @@ class Run:
     order, or the head the run began on. Each change is gated, verified and committed on
     the branch as it is taken, so it lands on, and is checked against, what precedes it."""
 
-    def __init__(self, task: Task, slots: int, pool: ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        task: Task,
+        slots: int,
+        pool: ThreadPoolExecutor,
+        up: tuple[budgets.Account, plan_mod.Subtask] | None = None,
+    ) -> None:
         self.task, self.slots, self.pool = task, slots, pool
         self.order = plan_mod.order(task.plan)
         self.position = {s.id: i for i, s in enumerate(self.order)}
@@ -272,11 +296,15 @@ class Run:
         self.free = list(range(slots))  # worker folders not in use, lowest first
         recording, limits = task.recording, budgets.limits(task.config, task.plan)
         metered = budgets.metered(limits, task.plan.subtasks)
+        spent = budgets.spent(task.layout, task.task_id, task.log.events, task.config, metered)
+        if recording is None:  # a replay measures no spending
+            nesting.count(task.layout, task.plan, spent, task.config, metered)
         self.account = budgets.Account(
             limits,
-            budgets.spent(task.layout, task.task_id, task.log.events, task.config, metered),
+            spent,
             time.monotonic(),
             recorded=None if recording is None else recording.exhausted,
+            up=up,
         )
         self.exhausted: budgets.Exhausted | None = None  # the budget that stopped launches
 
@@ -287,7 +315,11 @@ class Run:
         while True:
             self.launch()
             if not self.flying:
-                break
+                unit = self.unit()
+                if unit is None:
+                    break
+                yield from self.nest(unit)
+                continue
             sid = min(self.flying, key=self.position.__getitem__)
             job, flight = self.flying.pop(sid)
             self.free.append(flight.slot)
@@ -302,7 +334,7 @@ class Run:
                 self.launch()
                 self.landing = None
             if job.settle(flight, outcome):
-                self.ended(job)
+                self.ended(sid)
                 call_id, commit, _ = model.done[sid]
                 yield Finished(sid, call_id, commit)
             else:
@@ -352,14 +384,51 @@ class Run:
                 continue
             if self.skip_dependents():  # a failure just logged left dependents to skip
                 continue
-            if self.halted() is not None or self.exhausted is not None:
-                return
-            if self.once and self.after:  # `next`: one subtask, and it ended
-                return
-            sub = next((s for s in self.order if self.waiting(s)), None)
-            if sub is None:
+            sub = self.next_new()
+            if sub is None or sub.plan is not None:  # a nested plan waits to run alone
                 return
             self.begin(Subtask(task, sub, self.base(sub), self.account, self.slots > 1))
+
+    def next_new(self) -> plan_mod.Subtask | None:
+        """The first subtask in plan order that may start, unless the task halts."""
+        if self.halted() is not None or self.exhausted is not None:
+            return None
+        if self.once and self.after:  # `next`: one subtask, and it ended
+            return None
+        return next((s for s in self.order if self.waiting(s)), None)
+
+    def unit(self) -> plan_mod.Subtask | None:
+        """A subtask running another task's plan, once its turn came and nothing else is in
+        flight: it runs alone, as one unit, with the run's slots (and so its budgets)."""
+        recording = self.task.recording
+        if recording is not None and not recording.launches(set()):
+            return None
+        sub = self.next_new()
+        return sub if sub is not None and sub.plan is not None else None
+
+    def nest(self, sub: plan_mod.Subtask) -> Iterator[Finished]:
+        """Run the nested plan to its end and log how it ended, linked to its record; a
+        replay takes the nested task's commits once its own replay rebuilt them."""
+        task = self.task
+        if task.model.attempt(sub.id).unit is None:  # else a killed run left it: it goes on
+            base = task.git.head() if task.recording is None else task.recording.base(task)
+            details = {"plan": sub.plan, "base": base}
+            task.log.append("plan_started", "pending", step=sub.id, details=details)
+        if task.recording is not None:
+            unit = task.recording.nested(task, sub)
+        else:
+            unit = nesting.run(task, sub, self.account, self.slots)
+        details = {"plan": sub.plan, "log_head": unit.log_head, "commit": unit.commit}
+        if unit.error is None:
+            task.log.append("step_completed", "ok", step=sub.id, details=details)
+            self.ended(sub.id)
+            yield Finished(sub.id, None, unit.commit)
+            return
+        details["phase"] = "plan"
+        if sub.on_error != "stop":
+            details["on_error"] = sub.on_error
+        task.log.append("step_failed", "error", step=sub.id, details=details, error=unit.error)
+        self.ended(sub.id)
 
     def begin(self, job: Subtask) -> None:
         """Put the subtask's next call in flight, or end it (failed) when it has none."""
@@ -376,10 +445,10 @@ class Run:
             self.flying[job.sub.id] = (job, flight)
         else:
             self.free.append(slot)
-            self.ended(job)
+            self.ended(job.sub.id)
 
-    def ended(self, job: Subtask) -> None:
-        self.after[job.sub.id] = self.task.git.head()
+    def ended(self, sid: str) -> None:
+        self.after[sid] = self.task.git.head()
         self.task.sync_checklist()
 
     def base(self, sub: plan_mod.Subtask) -> str | None:
@@ -441,10 +510,12 @@ class Run:
 
 
 def resume(task: Task, reason: str) -> Any:
-    """Log that a person resolved the task's blocker, for `reason`; the step it blocked."""
+    """Log that a person resolved the task's blocker, for `reason`, and the blockers of the
+    plans it runs; the step it blocked."""
     block = task.model.blocker
     if block is None:
         raise InvalidInput(f"task {task.task_id} is not blocked")
+    nesting.resume(task, reason)
     task.log.append("blocker_resolved", "ok", step=block.get("step"), details={"reason": reason})
     return block.get("step")
 
@@ -475,15 +546,15 @@ def update_files(task: Task, made: str, paths: Sequence[str]) -> None:
     theirs = [p for p in paths if not git.matches(p, (f"{made}^", made))]
     blocked = git.sync(made, [p for p in paths if p not in theirs])
     for path in theirs:
-        _tell(f"kept your change to {path}; the commit holds the task's version")
+        tell(f"kept your change to {path}; the commit holds the task's version")
     for path in blocked:
-        _tell(
+        tell(
             f"did not write {path}: a symlink, file or folder of yours is in its way; "
             "the commit holds the task's version"
         )
 
 
-def _tell(line: str) -> None:
+def tell(line: str) -> None:
     """A notice the step cannot return, since it goes on: printed at once, one line."""
     print("harness: " + printable(line), file=sys.stderr)
 
@@ -607,7 +678,7 @@ class Subtask:
             self.log.append(
                 "subagent_invoked", "pending", step=sub.id, details=details, ts=call.prompt["ts"]
             )
-            self.account.spent.invoked(call.call_id, sub.id, agent.id)
+            self.account.invoked(call.call_id, sub.id, agent.id)
         elif invoked["details"]["call_id"] != call.call_id:
             raise InvalidInput(
                 f"subtask {sub.id} changed since call {invoked['details']['call_id'][:12]} "
@@ -750,9 +821,9 @@ class Subtask:
         found: list[dict[str, str]] = []
         completed = self.task.model.done
         for dep in self.sub.depends_on:
-            if dep not in completed:
-                continue  # it failed under on_error "continue": there is no work of it to see
-            call_id = completed[dep].call_id
+            call_id = completed[dep].call_id if dep in completed else None
+            if call_id is None:  # failed under "continue", or ran a plan: no answer to see
+                continue
             exchange = exchanges.load(self.task.layout.exchange(self.task.task_id, call_id))
             if exchange is None:
                 raise InvalidInput(f"the exchange of {dep} ({call_id[:12]}) is missing")
@@ -786,7 +857,7 @@ class Subtask:
             exchange = exchanges.commit(flight.staging, folder, call, outcome, made, task.ledger)
             fault("after:exchange")
         assert exchange is not None, "the exchange was recorded or just committed"
-        self.account.spent.answered(call.call_id, exchange)
+        self.account.answered(call.call_id, exchange)
         meta = exchange.meta
         return worker.judge(
             exchange.stdout, meta["exit_code"], meta["timed_out"], task.task_id, agent.id, limits

@@ -29,6 +29,7 @@ class Subtask:
     allow_api_change: bool
     on_error: str = "stop"  # the subtask's own, else the plan's (protocol.CONTINUE, ...)
     limits: tuple[tuple[str, float], ...] = ()  # its budgets: its own calls' steps, cost, tokens
+    plan: str | None = None  # the task whose plan it runs as one unit (nesting.py), not a call
 
     def agent_at(self, fallbacks: int) -> str | None:
         """The agent called after `fallbacks` gave up: the plan's next one, else by role."""
@@ -72,6 +73,25 @@ def load(path: Path, root: Path, task_id: str, raw: bytes | None = None) -> Plan
 
 
 def _subtask(s: dict[str, Any], on_error: str) -> Subtask:
+    if "plan" in s:  # no agent, role, inputs or scope: the nested plan's subtasks have theirs
+        return Subtask(
+            id=s["id"],
+            role="nested-plan",
+            goal=s.get("goal", f"run the plan of task {s['plan']}"),
+            inputs=(),
+            acceptance=(),
+            write_scope=(),
+            depends_on=tuple(s.get("depends_on", [])),
+            creates=(),
+            agents=(),
+            token=None,
+            allow_new_deps=False,
+            allow_mode_change=False,
+            allow_api_change=False,
+            on_error=s.get("on_error", on_error),
+            limits=tuple(sorted(s.get("budgets", {}).items())),
+            plan=s["plan"],
+        )
     return Subtask(
         id=s["id"],
         role=s["role"],

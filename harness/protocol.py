@@ -42,6 +42,7 @@ STEP_EVENTS = frozenset(
         "step_completed",
         "step_failed",
         "step_skipped",
+        "plan_started",
         *CHECK_PASSED,
         *CHECK_FAILED,
     }
@@ -100,6 +101,11 @@ class Attempt:
     def call_id(self) -> str | None:
         found = _detail(self.invoked, "call_id")
         return found if isinstance(found, str) else None
+
+    @property
+    def unit(self) -> Event | None:
+        """The plan_started of a subtask that runs another task's plan (nesting.py)."""
+        return self.last("plan_started")
 
     @property
     def open(self) -> bool:
@@ -400,6 +406,8 @@ class Model:
             att = st.attempt
             if att.open:
                 return f"call {short(att.call_id)} of {step} has no outcome"
+            if att.unit is not None:
+                return f"the plan {step} runs has not ended"
             last = att.events[-1] if att.events else None
             if last is not None and last["event"] in FAILURES:
                 return f"{step}'s {last['event']} is followed by no retry or step_failed"
@@ -422,7 +430,9 @@ def _invoked(
     if not isinstance(call, str):
         out.order("subagent_invoked names no details.call_id")
         return
-    if att.open:
+    if att.unit is not None:
+        out.order(f"subagent_invoked for {step}, which runs a plan")
+    elif att.open:
         out.order(f"subagent_invoked while call {short(att.call_id)} has no outcome")
     elif att.invoked is not None:
         out.order(f"a second subagent_invoked in attempt {att.number}")
@@ -438,6 +448,22 @@ def _invoked(
         out.order(f"call {call[:_SHORT]} was invoked before (seq {m.calls[call][0]})")
     else:
         m.calls[call] = (seq, "")
+
+
+def _unit(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    """A subtask starts running another task's plan: one unit, ended by its step_completed
+    or step_failed, which name the nested log's head."""
+    att = st.attempt
+    if not isinstance(d.get("plan"), str):
+        out.order("plan_started names no details.plan")
+    elif att.unit is not None or att.invoked is not None:
+        out.order(f"plan_started for {step} in an attempt that began already")
+    waiting = [dep for dep in (m.subtasks or {}).get(step, ()) if not m.goes_on(dep)]
+    if waiting:
+        out.order(f"plan_started for {step} before {', '.join(waiting)} completed")
+    att.add(ev)
 
 
 def _outcome(
@@ -542,7 +568,10 @@ def _completed(
     m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
 ) -> None:
     att = st.attempt
-    if att.open:
+    if "plan" in d or att.unit is not None:
+        if _detail(att.unit, "plan") != d.get("plan"):
+            out.order(f"step_completed for {step} names a plan its plan_started does not")
+    elif att.open:
         out.order(f"step_completed while call {short(att.call_id)} has no outcome")
     elif _legal_after_success("step_completed", att, out):
         if d.get("call_id") != att.call_id:
@@ -569,6 +598,10 @@ def _failed(
     if st.attempt.open:
         call = short(st.attempt.call_id)
         out.order(f"step_failed while call {call} has no outcome")
+    if ("plan" in d or st.attempt.unit is not None) and _detail(st.attempt.unit, "plan") != d.get(
+        "plan"
+    ):
+        out.order(f"step_failed for {step} names a plan its plan_started does not")
     st.attempt.add(ev)
     st.failed, st.failed_at = ev, seq
     m.seen[step] = ("failed", str(ev.get("error", "see the log")))
@@ -602,5 +635,6 @@ _RULES = {
     "step_completed": _completed,
     "step_failed": _failed,
     "step_skipped": _skipped,
+    "plan_started": _unit,
     **dict.fromkeys(CHECK_PASSED | CHECK_FAILED, _check),
 }

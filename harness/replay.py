@@ -24,11 +24,12 @@ from typing import Any, NoReturn
 
 import orjson
 
-from . import budgets, clock, files, orchestrator, repo
+from . import budgets, clock, files, nesting, orchestrator, repo
 from .acceptance import Judge
 from .diffgate import Change
 from .errors import Halted, InvalidInput
 from .layout import Layout
+from .plan import Subtask
 from .progress import Log
 
 Event = dict[str, Any]
@@ -147,6 +148,8 @@ class Recording:
 
     log: ReplayLog
     verify: bool
+    source: Layout  # the repository replayed, whose nested tasks are replayed in turn
+    replayed: dict[str, Result]  # nested task -> its replay, made once per command
 
     def checks(self, step: str) -> RecordedChecks | None:
         return None if self.verify else RecordedChecks(self.log, step)
@@ -197,7 +200,7 @@ class Recording:
         over subtask commits: anything else is a divergence."""
         git, head = task.git, task.git.head()
         expected = self.log.expected
-        if expected is None or expected["event"] != "subagent_invoked":
+        if expected is None or expected["event"] not in ("subagent_invoked", "plan_started"):
             return head
         base = _commit_id(expected["details"].get("base"))
         if base == head or git.is_ancestor(base, head):
@@ -208,7 +211,13 @@ class Recording:
                 f"a call on base {base[:12]}",
                 f"HEAD {head[:12]}, which that base does not descend from",
             )
-        if git.find_commit("Harness-Call-Id", "", head, base) is not None:
+        # Another task's commits (a task this one runs, say) are to it as a person's are.
+        mine = [
+            sha
+            for sha, found in git.commits_between(head, base)
+            if found.get("Harness-Task") == task.task_id and "Harness-Call-Id" in found
+        ]
+        if mine:
             raise Diverged(
                 len(self.log.events),
                 f"a call on base {base[:12]}",
@@ -220,21 +229,63 @@ class Recording:
             git.sync(base, outside)
         return base
 
+    def nested(self, task: orchestrator.Task, sub: Subtask) -> nesting.Unit:
+        """How the nested plan `sub` runs ended, as recorded. The nested task is replayed
+        on its own (once per command), and must rebuild every subtask commit between HEAD
+        and the recorded end of its run; HEAD then moves over them to that end."""
+        expected, at = self.log.expected, len(self.log.events)
+        if expected is None:
+            raise RecordEnds
+        details = expected.get("details") or {}
+        if (
+            expected["event"] not in ("step_completed", "step_failed")
+            or expected.get("step") != sub.id
+            or details.get("plan") != sub.plan
+        ):
+            raise Diverged(at, describe(expected), f"the end of plan {sub.plan} run by {sub.id}")
+        assert sub.plan is not None
+        if sub.plan not in self.replayed:
+            try:
+                self.replayed[sub.plan] = replay(self.source, sub.plan, self.verify, self.replayed)
+            except Halted as halt:
+                raise Diverged(at, f"task {sub.plan} replayed", str(halt)) from None
+        rebuilt = set(self.replayed[sub.plan].commits)
+        git, head, end = task.git, task.git.head(), _commit_id(details.get("commit"))
+        if end != head and not git.is_ancestor(head, end):
+            raise Diverged(at, f"plan {sub.plan} ending at {end[:12]}", f"HEAD {head[:12]}")
+        for sha, found in git.commits_between(head, end):
+            if "Harness-Call-Id" in found and sha not in rebuilt:
+                raise Diverged(
+                    at,
+                    f"commit {sha[:12]} rebuilt by replaying task {sub.plan}",
+                    "a commit that replay does not make",
+                )
+        outside = [p for p in git.changed_between(head, end) if not p.startswith("ai/")]
+        git.advance(git.branch(), end, head)
+        if outside:
+            git.sync(end, outside)
+        error = None if expected["event"] == "step_completed" else str(expected.get("error", ""))
+        return nesting.Unit(error, str(details.get("log_head")), end)
+
 
 @dataclass(frozen=True)
 class Result:
     task_id: str
     base: str
     events: int
-    commits: list[str]
+    commits: list[str]  # every subtask commit rebuilt: the task's, then its nested tasks'
     verified: bool
 
 
-def replay(layout: Layout, task_id: str, verify: bool) -> Result:
+def replay(
+    layout: Layout, task_id: str, verify: bool, replayed: dict[str, Result] | None = None
+) -> Result:
     """Replay the task recorded in `layout` in a scratch clone; Diverged names the first
-    difference."""
+    difference. The tasks it runs as nested plans are replayed too (`replayed`: those
+    replayed already in this command)."""
+    replayed = {} if replayed is None else replayed
     recorded, last_line = _recorded(layout, task_id)
-    invoked = [e for e in recorded if e["event"] == "subagent_invoked"]
+    invoked = [e for e in recorded if e["event"] in ("subagent_invoked", "plan_started")]
     source = repo.Repo(layout.root)
     try:
         base = _commit_id(invoked[0]["details"].get("base")) if invoked else source.head()
@@ -247,13 +298,15 @@ def replay(layout: Layout, task_id: str, verify: bool) -> Result:
         scratch = Layout(root)
         _seed(layout, scratch, task_id)
         log = ReplayLog(scratch.log(task_id), task_id, recorded)
-        _run(scratch, task_id, log, inputs, verify)
+        _run(scratch, task_id, log, inputs, Recording(log, verify, layout, replayed))
         if len(log.events) < len(recorded):
             index = len(log.events)
             raise Diverged(index, describe(recorded[index]), "the replay stopped there")
     commits = [
         str(e["details"]["commit"]) for e in recorded if e["event"] == "subagent_diffs_applied"
     ]
+    commits += [sha for nested in replayed.values() for sha in nested.commits]
+    commits = list(dict.fromkeys(commits))  # a task nested twice was replayed once
     return Result(task_id, base, len(recorded), commits, verify)
 
 
@@ -342,7 +395,9 @@ def _commit_id(value: object) -> str:
     return value
 
 
-def _run(scratch: Layout, task_id: str, log: ReplayLog, inputs: Inputs, verify: bool) -> None:
+def _run(
+    scratch: Layout, task_id: str, log: ReplayLog, inputs: Inputs, recording: Recording
+) -> None:
     """Step until the task completes or the record ends, each step with the inputs its
     lines were written with; a halt the record shows a person resolving is resolved the
     same way."""
@@ -357,7 +412,7 @@ def _run(scratch: Layout, task_id: str, log: ReplayLog, inputs: Inputs, verify: 
                     task = None
                 inputs.seed(scratch, wanted, len(log.events))
                 task = orchestrator.Task.load(scratch, task_id, log.clock, log=log)
-                task.recording = Recording(log, verify)
+                task.recording = recording
                 loaded = wanted
             if not _step(task, log):
                 return

@@ -229,6 +229,16 @@ class Repo:
         ]
         return [(sha, found) for sha, found in pairs if found.get("Harness-Task") == task_id]
 
+    def commits_between(self, old: str, new: str) -> list[tuple[str, dict[str, str]]]:
+        """The commits after `old` up to `new`, newest first, each with its Harness trailers."""
+        out = self.git("log", "-z", "--format=%H%x00%B", f"{old}..{new}")
+        fields = out.split("\0")
+        return [
+            (sha, trailers(body))
+            for sha, body in zip(fields[::2], fields[1::2], strict=False)
+            if sha
+        ]
+
     def task_commit_listing(self, stack: ExitStack, task_id: str, head: str) -> Spool:
         """The task's subtask commits (those carrying a Harness-Call-Id) up to `head`, oldest
         first and parents before children, as NUL-separated records: id, then message."""

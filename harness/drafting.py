@@ -97,9 +97,32 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
     if proposed is None:
         raise Halted(f"agent {agent.id} returned no plan.json artifact")
     target = draft_path(layout, task_id)
-    plan_mod.load(target, root, task_id, proposed.encode())  # `plan validate`'s checks
-    ledger.write(target, files.pretty(orjson.loads(proposed)))
+    plan = plan_mod.load(target, root, task_id, proposed.encode())  # `plan validate`'s checks
+    nests = [sub.id for sub in plan.subtasks if sub.plan is not None]
+    if nests:
+        raise Halted(
+            f"agent {agent.id} drafted a plan whose subtask {nests[0]} runs another task's "
+            "plan: a drafted plan may not nest"
+        )
+    doc = orjson.loads(proposed)
+    doc["budgets"] = capped(doc.get("budgets", {}), cfg.drafted, cfg.limits)
+    data = files.pretty(doc)
+    plan_mod.load(target, root, task_id, data)
+    ledger.write(target, data)
     return target
+
+
+def capped(
+    proposed: dict[str, float], caps: dict[str, float], ceiling: dict[str, float]
+) -> dict[str, float]:
+    """A drafted plan's budgets: what the agent proposed, each lowered to the caps for
+    drafted plans ([drafted_budgets] in ai/harness.toml, never above its [budgets]), which
+    it gets where it proposed none. A person raises them by editing the plan."""
+    found = dict(proposed)
+    for name, cap in caps.items():
+        cap = min(cap, ceiling.get(name, cap))
+        found[name] = min(found.get(name, cap), cap)
+    return dict(sorted(found.items()))
 
 
 def accept(layout: Layout, task_id: str) -> bytes:

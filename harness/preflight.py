@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import budgets, config, registry, repo, tokens
+from . import budgets, config, nesting, registry, repo, tokens
 from . import plan as plan_mod
 from .contain import Containment
-from .errors import HarnessError
+from .errors import HarnessError, InvalidInput
 from .layout import Layout
 from .plan import Plan, Subtask
 from .registry import Agent
@@ -76,6 +76,8 @@ class Checker:
         """Every problem of every subtask, in plan order."""
         found: list[str] = []
         for sub in plan.subtasks:
+            if sub.plan is not None:  # its plan's subtasks are checked with that plan
+                continue
             for k in range(max(1, len(sub.agents))):  # every fallback must be ready too
                 result = self.subtask(sub, inputs=not sub.depends_on and k == 0, fallbacks=k)
                 if isinstance(result, list):
@@ -140,9 +142,33 @@ def plan_problems(layout: Layout, plan: Plan, agents: Sequence[Agent], now: str)
                 lambda agent: contain.probe(agent, Path(scratch) / agent.id),
                 lambda paths: git.blob_hashes(head, paths),
             )
-            return budgets.problems(cfg, plan) + checker.plan(plan)
+            return (
+                budgets.problems(cfg, plan)
+                + checker.plan(plan)
+                + nested(layout, plan, cfg, checker)
+            )
         finally:
             git.close()
+
+
+def nested(layout: Layout, plan: Plan, cfg: config.Config, checker: Checker) -> list[str]:
+    """The tree of plans `plan` runs (nesting.py), then each nested plan's own problems,
+    named by its task."""
+    if not any(sub.plan is not None for sub in plan.subtasks):
+        return []
+    tree = nesting.Tree(layout, plan.task_id, plan)
+    try:
+        problem = tree.problem(cfg)
+    except InvalidInput as exc:
+        return [str(exc)]
+    if problem is not None:
+        return [problem]
+    return [
+        f"task {task_id}: {found}"
+        for task_id, below in sorted(tree.plans.items())
+        if task_id != plan.task_id
+        for found in budgets.problems(cfg, below) + checker.plan(below)
+    ]
 
 
 def registry_check(layout: Layout) -> Iterator[dict[str, object]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import budgets, config, exchanges
+from . import budgets, config, exchanges, nesting
 from . import plan as plan_mod
 from .clock import Clock
 from .layout import Layout
@@ -13,7 +13,8 @@ from .progress import Log
 
 
 def status(layout: Layout, task_id: str, clock: Clock) -> dict[str, Any]:
-    """Per subtask in run order its status, why, commit, call and unverified criteria; the
+    """Per subtask in run order its status, why, commit, call, the plan it runs (if it runs
+    one) and unverified criteria; the
     blocker in force, whether the task is complete, its agents' cost, and how many events
     ran uncontained. This is the document `harness status --json` prints."""
     plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
@@ -21,8 +22,16 @@ def status(layout: Layout, task_id: str, clock: Clock) -> dict[str, Any]:
     model = log.model
     cfg = config.load(layout.config)
     limits = budgets.limits(cfg, plan)
-    spent = budgets.spent(layout, task_id, log.events, cfg, budgets.metered(limits))
-    rows = [{"id": s.id, "role": s.role, **model.summary(s.id)} for s in plan_mod.order(plan)]
+    metered = budgets.metered(limits)
+    spent = budgets.spent(layout, task_id, log.events, cfg, metered)
+    nesting.count(layout, plan, spent, cfg, metered)  # a nested plan's calls count here too
+    rows = [
+        {"id": s.id, "role": s.role, "plan": s.plan, **model.summary(s.id)}
+        for s in plan_mod.order(plan)
+    ]
+    for row in rows:
+        if row["plan"] is not None and row["id"] in model.done:
+            row["commit"] = model.done[row["id"]].commit  # the record of the plan it ran
     block = model.blocker
     return {
         "task_id": task_id,

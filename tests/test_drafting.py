@@ -100,3 +100,31 @@ def test_a_drafted_plan_runs_and_audits_clean(sample: Sample) -> None:
     res = sample.cli("audit", "t9")
     assert res.returncode == 0, res.stdout
     assert sample.cli("replay", "t9").returncode == 0
+
+
+def test_a_drafted_plan_may_not_nest_and_nothing_is_written(sample: Sample) -> None:
+    sample.write_plan([subtask("O1")], task="other")
+    planner(sample, proposal([subtask("T1"), {"id": "inner", "plan": "other"}]))
+    res = sample.cli("plan", "draft", "t9", "--goal", "x")
+    assert res.returncode == 1
+    assert "subtask inner runs another task's plan: a drafted plan may not nest" in res.stderr
+    assert not (sample.root / DRAFT).exists()
+    # The same plan, not nested, is drafted.
+    sample.write_script([proposal([subtask("T1")])])
+    assert sample.cli("plan", "draft", "t9", "--goal", "x").returncode == 0
+
+
+def test_a_drafted_plan_gets_the_lower_drafted_budgets(sample: Sample) -> None:
+    greedy = proposal([subtask("T1")])
+    content = orjson.loads(greedy["result"]["artifacts"][0]["content"])  # type: ignore[index]
+    content["budgets"] = {"max_steps": 500, "max_cost_usd": 2.5}
+    greedy["result"]["artifacts"][0]["content"] = orjson.dumps(content).decode()  # type: ignore[index]
+    planner(sample, greedy)
+    with (sample.root / "ai/harness.toml").open("a") as fh:
+        fh.write("\n[drafted_budgets]\nmax_steps = 4\nmax_runtime_s = 60\n")
+    assert sample.cli("plan", "draft", "t9", "--goal", "x").returncode == 0
+    drafted = orjson.loads((sample.root / DRAFT).read_bytes())["budgets"]
+    # Lowered to the cap, given where it proposed none, and what it proposed under the caps kept.
+    assert drafted == {"max_cost_usd": 2.5, "max_runtime_s": 60, "max_steps": 4}
+    assert sample.cli("plan", "accept", "t9").returncode == 0
+    assert orjson.loads((sample.root / PLAN).read_bytes())["budgets"] == drafted

@@ -67,27 +67,35 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
         budgets=dict(cfg.budgets),
         epoch=0,
     )
-    scratch = layout.state / "drafts" / task_id
-    contain = Containment(layout, cfg)
-    version = contain.probe(agent, scratch / "probe")
-    staging = exchanges.stage(scratch / "staging", call)
-    timeouts = call.prompt["payload"]["timeouts"]
-    ran = contain.call(agent, git, base, staging, timeouts, scratch / "worker")
     limits = (cfg.max_output_bytes, cfg.max_artifact_bytes)
-    stdout = (staging / "stdout.ndjson").read_bytes()
-    outcome = worker.judge(stdout, ran.code, ran.timed_out, task_id, agent.id, limits)
-    meta = {
-        "task_id": task_id,
-        "subtask": "draft",
-        "agent": agent.id,
-        "agent_version": version,
-        "argv": agent.argv(root),
-        "exit_code": ran.code,
-        "timed_out": ran.timed_out,
-    }
     ledger = Ledger(layout, task_id)
     final = layout.draft_exchange(task_id, call.call_id)
-    exchanges.commit(staging, final, call, outcome, meta, ledger)
+    # The same goal asked at the same HEAD and instant is the same call: its record answers.
+    recorded = exchanges.load(final)
+    if recorded is None:
+        scratch = layout.state / "drafts" / task_id
+        contain = Containment(layout, cfg)
+        version = contain.probe(agent, scratch / "probe")
+        staging = exchanges.stage(scratch / "staging", call)
+        timeouts = call.prompt["payload"]["timeouts"]
+        ran = contain.call(agent, git, base, staging, timeouts, scratch / "worker")
+        stdout = (staging / "stdout.ndjson").read_bytes()
+        outcome = worker.judge(stdout, ran.code, ran.timed_out, task_id, agent.id, limits)
+        meta = {
+            "task_id": task_id,
+            "subtask": "draft",
+            "agent": agent.id,
+            "agent_version": version,
+            "argv": agent.argv(root),
+            "exit_code": ran.code,
+            "timed_out": ran.timed_out,
+        }
+        exchanges.commit(staging, final, call, outcome, meta, ledger)
+    else:
+        found = recorded.meta
+        outcome = worker.judge(
+            recorded.stdout, found["exit_code"], found["timed_out"], task_id, agent.id, limits
+        )
     if outcome.status != "ok":
         raise Halted(f"agent {agent.id} could not draft a plan: {outcome.message}")
     proposed = next(

@@ -109,9 +109,12 @@ def test_a_drafted_plan_may_not_nest_and_nothing_is_written(sample: Sample) -> N
     assert res.returncode == 1
     assert "subtask inner runs another task's plan: a drafted plan may not nest" in res.stderr
     assert not (sample.root / DRAFT).exists()
-    # The same plan, not nested, is drafted.
+    # Asked again at the same HEAD and instant, the recorded answer is refused the same way.
+    res = sample.cli("plan", "draft", "t9", "--goal", "x")
+    assert res.returncode == 1 and "may not nest" in res.stderr
+    # A plan that does not nest is drafted.
     sample.write_script([proposal([subtask("T1")])])
-    assert sample.cli("plan", "draft", "t9", "--goal", "x").returncode == 0
+    assert sample.cli("plan", "draft", "t9", "--goal", "y").returncode == 0
 
 
 def test_a_drafted_plan_gets_the_lower_drafted_budgets(sample: Sample) -> None:

@@ -188,7 +188,10 @@ def run(parent: Task, sub: Subtask, account: budgets.Account, slots: int) -> Uni
     # The nested task's spends of one-shot tokens are in the store now: what this task
     # read of it before is not what its record will hold.
     parent.token_store()
-    return Unit(error, child.log.head, parent.git.head())
+    # Its latest record holds its log as it ended: made just now, or, when this run added
+    # no line (the task had completed before), made when it last did.
+    last = parent.git.task_commits(sub.plan, "HEAD", most=1, records=True)
+    return Unit(error, child.log.head, last[0][0] if last else parent.git.head())
 
 
 def resume(parent: Task, reason: str) -> list[str]:

@@ -251,7 +251,9 @@ class Recording:
                 raise Diverged(at, f"task {sub.plan} replayed", str(halt)) from None
         rebuilt = set(self.replayed[sub.plan].commits)
         git, head, end = task.git, task.git.head(), _commit_id(details.get("commit"))
-        if end != head and not git.is_ancestor(head, end):
+        if end == head or git.is_ancestor(end, head):  # it had ended before this task ran it
+            return nesting.Unit(_error(expected), str(details.get("log_head")), end)
+        if not git.is_ancestor(head, end):
             raise Diverged(at, f"plan {sub.plan} ending at {end[:12]}", f"HEAD {head[:12]}")
         for sha, found in git.commits_between(head, end):
             if "Harness-Call-Id" in found and sha not in rebuilt:
@@ -264,8 +266,12 @@ class Recording:
         git.advance(git.branch(), end, head)
         if outside:
             git.sync(end, outside)
-        error = None if expected["event"] == "step_completed" else str(expected.get("error", ""))
-        return nesting.Unit(error, str(details.get("log_head")), end)
+        return nesting.Unit(_error(expected), str(details.get("log_head")), end)
+
+
+def _error(ended: Event) -> str | None:
+    """A recorded end of a nested plan: None when it completed, else its error."""
+    return None if ended["event"] == "step_completed" else str(ended.get("error", ""))
 
 
 @dataclass(frozen=True)

@@ -263,3 +263,22 @@ def test_next_runs_a_nested_plan_as_its_one_subtask(sample: Sample) -> None:
     assert res.stdout.startswith("inner\tdone\t")
     assert sample.names("mid")[-1] == "task_completed"
     assert "T2" not in {e.get("step") for e in sample.events("top")}
+
+
+def test_a_plan_completed_before_its_parent_runs_it_links_its_last_record(
+    sample: Sample,
+) -> None:
+    sample.write_plan([making("T1"), runs("inner", "mid"), making("T3")], "top")
+    sample.write_plan([making("M1")], "mid")
+    sample.write_script([made(x) for x in ("T1", "M1", "T3")])
+    assert sample.cli("run", "mid").returncode == 0
+    record = sample.head()
+    res = sample.cli("run", "top")
+    assert res.returncode == 0, res.stderr
+    end = ends(sample, "top", "inner")
+    assert end["details"]["commit"] == record
+    assert end["details"]["log_head"] == last_line_hash(sample, "mid")
+    assert sample.names("mid").count("task_completed") == 1
+    assert sample.cli("audit", "top").returncode == 0
+    res = sample.cli("replay", "top")
+    assert res.returncode == 0, res.stderr

@@ -214,20 +214,22 @@ def cmd_step(args: argparse.Namespace) -> int:
     layout, task_id = _task(args)
     with locked(layout, task_id, args.wait):
         task = orchestrator.Task.load(layout, task_id, clock.from_env())
-        if not args.quiet:
-            # With --json the progress shares stdout with the result: every line there parses.
-            task.live = live.Lines(sys.stdout if args.json else sys.stderr, args.json)
         try:
-            slots = task.slots(getattr(args, "max_parallel", 1))
-            for done in orchestrator.steps(task, once=not args.loop, slots=slots):
-                if done is None:
-                    doc = {"event": "task_complete", "task_id": task_id}
-                    text = f"task {task_id} complete"
-                else:
-                    doc = {"event": "subtask_done", **done._asdict()}
-                    text = f"{done.subtask}\tdone\t{_short(done.commit)}\t{_short(done.call_id)}"
-                # At once, and with --json a JSON line like the progress lines around it.
-                print(files.dumps(doc).decode() if args.json else text, flush=True)
+            # Left before anything else is printed (the record's notices, an error's line),
+            # so a board on the terminal is closed under its last drawing first.
+            with live.shown(args.quiet, args.json) as (progress, say):
+                task.live = progress
+                slots = task.slots(getattr(args, "max_parallel", 1))
+                for done in orchestrator.steps(task, once=not args.loop, slots=slots):
+                    if done is None:
+                        doc = {"event": "task_complete", "task_id": task_id}
+                        sid, text = None, f"task {task_id} complete"
+                    else:
+                        doc = {"event": "subtask_done", **done._asdict()}
+                        sid = done.subtask
+                        text = f"{sid}\tdone\t{_short(done.commit)}\t{_short(done.call_id)}"
+                    # At once, and with --json a JSON line like the progress lines around it.
+                    say(files.dumps(doc).decode() if args.json else text, sid)
         finally:
             # Also when nothing new was logged: a run killed after its last event left
             # that event unrecorded.

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
+import os
 import re
 import shutil
+import signal
+import struct
 import subprocess
+import sys
+import termios
+import threading
+import time
 from collections.abc import Iterator
 
 import orjson
 import pytest
 
-from harness import demo
-from harness.live import Lines
+from harness import demo, live
+from harness.live import Board, Lines
 
-from .conftest import Sample, calc_patch, err, new_file_patch, ok, scripted, subtask
+from .conftest import CLOCK, Sample, calc_patch, err, new_file_patch, ok, scripted, subtask
 
 MODES = {"plain": (), "quiet": ("--quiet",), "json": ("--json",)}
 PHASES = ["call", "gate", "apply", "build", "test", "acceptance", "commit"]
@@ -238,3 +246,266 @@ def test_next_prints_progress_too(sample: Sample) -> None:
     assert lines[0] == "T1: scripted working as localized-impl"
     assert [line.split()[1] for line in lines[1:]] == PHASES
     assert res.stdout.startswith("T1\tdone\t")
+
+
+# -- on a terminal: the board ---------------------------------------------------------------
+
+HARNESS = [sys.executable, "-m", "harness.cli"]
+# What the board writes to move over its last drawing: up n lines, to the line's start, clear.
+ERASE = re.compile(r"\x1b\[(\d+)A\r\x1b\[J")
+
+
+class Tty(io.StringIO):
+    """A terminal in memory (its size comes from $COLUMNS and $LINES, see `tty`)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def tty(monkeypatch: pytest.MonkeyPatch) -> Tty:
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.setenv("LINES", "20")
+    return Tty()
+
+
+def screen(raw: str) -> list[str]:
+    """What a terminal shows after `raw`, which writes whole lines from their start and moves
+    only as the board does."""
+    shown = [""]
+    row = 0
+    for piece in re.split(r"(\x1b\[\d+A\r\x1b\[J|\n)", raw):
+        erase = ERASE.fullmatch(piece)
+        if piece == "\n":
+            row += 1
+            shown[row:] = shown[row:] or [""]
+        elif erase:
+            row -= int(erase.group(1))
+            shown[row:] = [""]
+        else:
+            shown[row] += piece
+    return shown[:-1] if shown[-1] == "" else shown
+
+
+def test_the_board_shows_a_row_per_subtask_in_flight_with_its_state_and_time(tty: Tty) -> None:
+    clock = Clock()
+    board = Board(tty, tty, clock)
+    board.started("P1", "claude", "impl", retry=False)
+    clock.now = 1.0
+    board.started("P2", "codex", "doc-writer", retry=False)
+    clock.now = 4.0
+    board.returned("P2")
+    clock.now = 5.5
+    board.ended("P1", "call", ok=True)
+    clock.now = 7.25
+    board.draw()
+    assert screen(tty.getvalue()) == [
+        "P1  claude    7.2s  call ok",
+        "P2  codex     6.2s  answered, waiting its turn",
+    ]
+    # Each change was drawn over the drawing before it.
+    assert [int(n) for n in ERASE.findall(tty.getvalue())] == [1, 2, 2, 2]
+
+
+def test_a_failed_phase_stops_the_clock_and_a_retry_starts_it_again(tty: Tty) -> None:
+    clock = Clock()
+    board = Board(tty, tty, clock)
+    board.started("T1", "claude", "impl", retry=False)
+    clock.now = 2.0
+    board.ended("T1", "call", ok=False)
+    clock.now = 9.0
+    board.draw()
+    assert screen(tty.getvalue()) == ["T1  claude    2.0s  call failed"]
+    board.started("T1", "claude", "impl", retry=True)
+    clock.now = 75.0
+    board.draw()
+    assert screen(tty.getvalue()) == ["T1  claude   1m06s  working as impl (retry)"]
+
+
+def test_a_row_wider_than_the_terminal_is_cut_short_of_its_last_column(
+    tty: Tty, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    board = Board(tty, tty, Clock())
+    board.started("T1", "claude", "a-role-with-a-very-long-name", retry=False)
+    board.started("T2", "claude", "\u5b9f\u88c5" * 4, retry=False)
+    assert screen(tty.getvalue()) == [
+        "T1  claude    0.0s  working as a-role-w",
+        # Wide characters take two cells each: 31 + 2 * 4 = 39, and a fifth would make 41.
+        "T2  claude    0.0s  working as " + "\u5b9f\u88c5" * 2,
+    ]
+
+
+def test_escape_sequences_in_names_reach_the_terminal_printable(tty: Tty) -> None:
+    board = Board(tty, tty, Clock())
+    board.started("T\x1b[2J", "ag\x1b]0;owned\x07", "role\u202e", retry=False)
+    board.ended("T\x1b[2J", "gate", ok=True)
+    raw = tty.getvalue()
+    assert "\x1b" not in ERASE.sub("", raw)
+    assert "\x07" not in raw
+    assert "\u202e" not in raw
+    assert screen(raw) == ["T\\x1b[2J  ag\\x1b]0;owned\\x07    0.0s  gate ok"]
+
+
+def test_result_lines_print_above_the_board_and_close_leaves_the_final_state(tty: Tty) -> None:
+    clock = Clock()
+    with Board(tty, tty, clock) as board:
+        assert board.ticker.is_alive()
+        board.started("P1", "claude", "impl", retry=False)
+        board.started("P2", "claude", "impl", retry=False)
+        clock.now = 3.0
+        board.ended("P1", "commit", ok=True)
+        board.say("P1\tdone\tabc\tdef", "P1")
+        clock.now = 4.0
+        board.ended("P2", "test", ok=False)
+        clock.now = 10.0
+    assert not board.ticker.is_alive()
+    raw = tty.getvalue()
+    assert raw.endswith("\n")
+    assert screen(raw) == [
+        "P1\tdone\tabc\tdef",
+        "P1  claude    3.0s  done",
+        "P2  claude    4.0s  test failed",
+    ]
+    # Closed, it draws no more: a pool thread's last word cannot land under the final state.
+    board.returned("P2")
+    assert tty.getvalue() == raw
+
+
+def test_rows_beyond_the_screen_fold_finished_ones_first(
+    tty: Tty, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LINES", "4")
+    board = Board(tty, tty, Clock())
+    for sid in ("T1", "T2", "T3", "T4"):
+        board.started(sid, "a", "impl", retry=False)
+    board.say("T2\tdone\tabc\tdef", "T2")
+    assert screen(tty.getvalue()) == [
+        "T2\tdone\tabc\tdef",
+        "T3  a    0.0s  working as impl",
+        "T4  a    0.0s  working as impl",
+        "... and 2 more",
+    ]
+
+
+def test_on_a_terminal_a_notice_on_stderr_prints_above_the_board(
+    tty: Tty, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setattr(sys, "stdout", results)
+    monkeypatch.setenv("TERM", "xterm")
+    with live.shown(quiet=False, as_json=False) as (progress, say):
+        progress.started("T1", "a", "impl", retry=False)
+        print("harness: kept your change to src/calc.py", file=sys.stderr)
+        say("T1\tdone\tabc\tdef", "T1")
+    assert sys.stderr is tty
+    assert results.getvalue() == "T1\tdone\tabc\tdef\n"
+    assert [re.sub(r"\d+\.\ds", "Ns", line) for line in screen(tty.getvalue())] == [
+        "harness: kept your change to src/calc.py",
+        "T1  a    Ns  done",
+    ]
+
+
+def test_a_terminal_that_cannot_move_the_cursor_gets_lines(
+    tty: Tty, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setenv("TERM", "dumb")
+    with live.shown(quiet=False, as_json=False) as (progress, _):
+        assert isinstance(progress, Lines)
+
+
+def on_a_terminal(
+    sample: Sample, *args: str, interrupt_once: str | None = None
+) -> tuple[int, str, str]:
+    """`harness *args` with stderr on a pseudo-terminal of 100 x 30 and stdout on a pipe, sent
+    SIGINT once `interrupt_once` is drawn: its exit code, stdout and what reached the terminal
+    (whose \r\n is \n again)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    drawn = bytearray()
+    seen = threading.Event()
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the last process holding the terminal is gone
+                return
+            if not chunk:
+                return
+            drawn.extend(chunk)
+            if interrupt_once is not None and interrupt_once.encode() in drawn:
+                seen.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    proc = subprocess.Popen(
+        [*HARNESS, *args, "--repo", str(sample.root)],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+        env={**os.environ, "HARNESS_CLOCK": CLOCK, "TERM": "xterm"},
+    )
+    os.close(slave)  # the child's copy is the terminal's last: when it exits, reading ends
+    try:
+        if interrupt_once is not None:
+            assert seen.wait(60), drawn
+            time.sleep(1)  # the worker is asleep in its sandbox
+            proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        reader.join(timeout=10)
+        os.close(master)
+    return proc.returncode, out, drawn.decode().replace("\r\n", "\n")
+
+
+def test_a_run_on_a_terminal_draws_the_board_and_keeps_its_results_whole(
+    sample: Sample,
+) -> None:
+    """Two calls in flight at once, and the result lines on stdout as without a board."""
+    plan = [subtask(s, creates=[f"src/{s.lower()}.py"]) for s in ("P1", "P2")]
+    sample.write_plan(plan)
+    sample.write_script(
+        [
+            ok(s, (f"src/{s.lower()}.py", new_file_patch(f"src/{s.lower()}.py", ["X = 1"])))
+            for s in ("P1", "P2")
+        ]
+    )
+    code, out, raw = on_a_terminal(sample, "run", "demo", "--max-parallel", "2")
+    assert code == 0, raw
+    lines = out.splitlines()
+    assert len(lines) == 3, out
+    assert re.fullmatch(r"P1\tdone\t\w+\t\w+", lines[0]), lines
+    assert re.fullmatch(r"P2\tdone\t\w+\t\w+", lines[1]), lines
+    assert lines[2] == "task demo complete"
+    assert ERASE.search(raw), raw
+    assert [re.sub(r" +\d+\.\ds ", " Ns ", line) for line in screen(raw)] == [
+        "P1  scripted Ns  done",
+        "P2  scripted Ns  done",
+    ]
+
+
+def test_ctrl_c_leaves_the_board_then_says_so_below_it(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch())) | {"sleep_s": 60}])
+    code, out, raw = on_a_terminal(sample, "next", "demo", interrupt_once="working as")
+    assert code == 130
+    assert out == ""
+    row, said = screen(raw)
+    assert said == "harness: interrupted; run the command again to go on"
+    took = re.fullmatch(r"T1  scripted +(\d+\.\d)s  working as localized-impl", row)
+    assert took, row
+    # Redrawn as the call ran, with nothing else to tell: the time ticked.
+    assert float(took.group(1)) >= 1.0
+    assert raw.count("working as") > 2

@@ -179,6 +179,7 @@ def cmd_plan_show(args: argparse.Namespace) -> int:
                 "agents": list(s.agents),
                 "on_error": s.on_error,
                 "budgets": dict(s.limits),
+                "plan": s.plan,
             }
             for s in ordered
         ]

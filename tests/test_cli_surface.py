@@ -91,13 +91,14 @@ def test_plan_show_json_lists_the_subtasks_in_run_order(sample: Sample) -> None:
         [
             subtask("T2", depends_on=["T1"], goal="second", on_error="continue"),
             subtask("T1", goal="first", agent=["scripted"], budgets={"max_steps": 2}),
+            {"id": "T3", "plan": "other", "depends_on": ["T2"]},
         ]
     )
     doc = sample.read_json("ai/tasks/demo/plan.json")
     sample.write_json("ai/tasks/demo/plan.json", doc | {"max_parallel": 2})
     res = sample.cli("plan", "show", "demo", "--json")
     assert res.returncode == 0, res.stderr
-    common = {"role": "localized-impl"}
+    common = {"role": "localized-impl", "plan": None}
     assert document(res) == {
         "task_id": "demo",
         "max_parallel": 2,
@@ -109,6 +110,9 @@ def test_plan_show_json_lists_the_subtasks_in_run_order(sample: Sample) -> None:
             common
             | {"id": "T2", "goal": "second", "depends_on": ["T1"], "agents": []}
             | {"on_error": "continue", "budgets": {}},
+            {"id": "T3", "role": "nested-plan", "goal": "run the plan of task other"}
+            | {"depends_on": ["T2"], "agents": [], "on_error": "stop", "budgets": {}}
+            | {"plan": "other"},
         ],
     }
 

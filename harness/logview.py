@@ -14,7 +14,7 @@ Event = dict[str, Any]
 
 EVENTS: list[str] = schemas.document("progress-event")["properties"]["event"]["enum"]
 # The details worth a glance, in the order shown; call ids and commits are cut to 12.
-DETAILS = ("call_id", "commit", "token", "check", "kind", "phase", "after", "attempt")
+DETAILS = ("plan", "call_id", "commit", "token", "check", "kind", "phase", "after", "attempt")
 SHORTENED = frozenset({"call_id", "commit"})
 FAILED = frozenset({"error", "blocked"})
 ERROR_WIDTH = 72

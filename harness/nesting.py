@@ -10,7 +10,7 @@ replay has rebuilt them.
 Before anything runs, the whole tree is checked. Every plan it names must exist and be
 valid. No plan may run itself through others: that is a cycle, refused with its path. No
 plan may nest deeper than [limits] max_depth. No nested plan may set a budget above what
-its parent allows the unit. Budgets are shared down the tree: every call a nested plan
+the plans above it allow the unit. Budgets are shared down the tree: every call a nested plan
 makes is counted, and checked, against each plan above it too.
 """
 
@@ -76,11 +76,8 @@ class Tree:
                 f"plans nest {len(path) - 1} deep, more than [limits] max_depth "
                 f"{config.max_depth} allows: " + " -> ".join(path)
             )
-        for parent in sorted(height):
-            over = self.over_parent(parent, config)
-            if over is not None:
-                return over
-        return None
+        # Completion order lists each plan after every plan below it: reversed, above first.
+        return self.over_budget(config, list(reversed(height)))
 
     def walk(self) -> tuple[list[str], dict[str, tuple[int, str | None]]]:
         """A cycle as a closed path ([] if none), and each plan's height: how deep the
@@ -106,24 +103,33 @@ class Tree:
                 todo.append(iter(self.children(nxt)))
         return [], height
 
-    def over_parent(self, parent: str, config: Config) -> str | None:
-        """A nested plan's budget above what `parent` allows the subtask running it: the
-        parent's budgets, lowered by that subtask's own."""
-        plan = self.plans[parent]
-        allowed = budgets.limits(config, plan)
-        for sub in plan.subtasks:
-            if sub.plan is None:
-                continue
-            bounds = dict(allowed)
-            for name, value in sub.limits:
-                bounds[name] = min(value, bounds.get(name, value))
-            for name, value in self.plans[sub.plan].limits:
-                if name in bounds and value > bounds[name]:
-                    label = self.layout.rel(self.layout.plan(sub.plan))
-                    return (
-                        f"{label}: budgets.{name} {value:g} exceeds the {bounds[name]:g} that "
-                        f"task {parent} allows its subtask {sub.id}"
-                    )
+    def over_budget(self, config: Config, above_first: list[str]) -> str | None:
+        """A nested plan's budget above what the tree allows the subtask running it: its
+        parent's budgets as the plans above lowered them, lowered by that subtask's own. A
+        plan run from several places is held to the strictest."""
+        allowed: dict[str, dict[str, float]] = {
+            self.root: budgets.limits(config, self.plans[self.root])
+        }
+        for parent in above_first:
+            plan, mine = self.plans[parent], allowed[parent]
+            for name, value in plan.limits:
+                mine[name] = min(value, mine.get(name, value))
+            for sub in plan.subtasks:
+                if sub.plan is None:
+                    continue
+                bounds = dict(mine)
+                for name, value in sub.limits:
+                    bounds[name] = min(value, bounds.get(name, value))
+                for name, value in self.plans[sub.plan].limits:
+                    if name in bounds and value > bounds[name]:
+                        label = self.layout.rel(self.layout.plan(sub.plan))
+                        return (
+                            f"{label}: budgets.{name} {value:g} exceeds the {bounds[name]:g} "
+                            f"that task {parent} allows its subtask {sub.id}"
+                        )
+                below = allowed.setdefault(sub.plan, dict(bounds))
+                for name, value in bounds.items():
+                    below[name] = min(value, below.get(name, value))
         return None
 
 

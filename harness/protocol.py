@@ -359,8 +359,12 @@ class Model:
             step = ev.get("step")
             st = self.steps.get(step) if isinstance(step, str) else None
             if step is None and "budget" in ev.get("details", _NO_DETAILS):
-                for waiting, _ in self.unanswered():  # a run out of budget takes its calls first
+                # A run out of budget takes its calls first, and ends the plan it runs.
+                for waiting, _ in self.unanswered():
                     out.order(f"blocker_encountered for a budget while {waiting} awaits its call")
+                for running, st in self.steps.items():
+                    if st.attempt.unit is not None and st.failed is None:
+                        out.order(f"blocker_encountered for a budget while {running} runs a plan")
             else:
                 self._halt(step, st, out)
             self.blocker, self.blocked_at = ev, seq

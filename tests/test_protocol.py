@@ -754,12 +754,6 @@ def test_a_blocker_while_a_unit_runs_is_refused(
     assert fed([*start, ended, block], needs)[1] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="protocol: a blocker_encountered for a budget (no step, details.budget) checks "
-    "only that no call awaits its outcome (Model.unanswered); a nested plan still running "
-    "(plan_started with no step_completed or step_failed) is not a call, so it passes",
-)
 @pytest.mark.parametrize("needs", [{"U": (), "P2": ()}, None], ids=["plan", "no-plan"])
 def test_a_budget_blocker_while_a_unit_runs_is_refused(needs: Needs | None) -> None:
     budget = ev("blocker_encountered", budget="max_steps", limit=2, used=2)

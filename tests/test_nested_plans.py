@@ -282,3 +282,23 @@ def test_a_plan_completed_before_its_parent_runs_it_links_its_last_record(
     assert sample.cli("audit", "top").returncode == 0
     res = sample.cli("replay", "top")
     assert res.returncode == 0, res.stderr
+
+
+def test_the_deepest_nesting_the_config_allows_runs_replays_and_audits(sample: Sample) -> None:
+    """50 plans each running the next, the last making one change: one run, and replay,
+    go down every level in one process without running out of stack."""
+    deepest = 50
+    for i in range(deepest):
+        sample.write_plan([runs(f"u{i}", f"t{i + 1}")], f"t{i}")
+    sample.write_plan([making("LEAF")], f"t{deepest}")
+    sample.write_script([made("LEAF")])
+    with (sample.root / "ai/harness.toml").open("a") as fh:
+        fh.write(f"\n[limits]\nmax_depth = {deepest}\n")
+    res = sample.cli("run", "t0")
+    assert res.returncode == 0, res.stderr
+    assert all(sample.names(f"t{i}")[-1] == "task_completed" for i in range(deepest + 1))
+    leaf = applied(sample, f"t{deepest}")["LEAF"]
+    res = sample.cli("replay", "t0")
+    assert res.returncode == 0, res.stderr
+    assert leaf in res.stdout
+    assert sample.cli("audit", "t0").returncode == 0

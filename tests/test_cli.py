@@ -375,7 +375,16 @@ def status_json(sample: Sample) -> dict[str, Any]:
     assert doc["budgets"] == {}  # the demo sets none
     assert doc["task_id"] == "demo"
     for row in doc["subtasks"]:
-        assert set(row) == {"id", "role", "plan", "status", "reason", "commit", "call_id", "unverified"}
+        assert set(row) == {
+            "id",
+            "role",
+            "plan",
+            "status",
+            "reason",
+            "commit",
+            "call_id",
+            "unverified",
+        }
     assert [(r["id"], r["role"]) for r in doc["subtasks"]] == ROWS
     return doc
 

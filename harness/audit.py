@@ -14,6 +14,7 @@ that names them in the same order (audit_commits). The plan is read one subtask 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .protocol import short
 
 _Event = dict[str, Any]
 _NO_DETAILS: dict[str, Any] = {}
+_SHA = re.compile(r"[0-9a-f]{40}\Z")  # a link names a commit by its id, never by a ref
 
 
 @dataclass
@@ -264,8 +266,8 @@ class _Audit:
         """A nested plan's end names a record commit of that task on this branch, whose copy
         of the task's log ends with the line it names (task_completed, if it completed)."""
         task_id, commit, log_head = d.get("plan"), d.get("commit"), d.get("log_head")
-        if not isinstance(task_id, str) or not isinstance(commit, str):
-            self.add("record", i, f"{name} names no nested task and commit")
+        if not isinstance(task_id, str) or not isinstance(commit, str) or not _SHA.match(commit):
+            self.add("record", i, f"{name} names no nested task and commit id")
             return
         if not (self.git.exists(commit) and self.git.is_ancestor(commit, "HEAD")):
             self.add("record", i, f"commit {short(commit)} of task {task_id} is not on HEAD")

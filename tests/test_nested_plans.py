@@ -114,6 +114,13 @@ def test_an_audit_finds_a_link_that_names_another_log_line(sample: Sample) -> No
     res = sample.cli("audit", "top")
     assert res.returncode != 0
     assert "does not end with the line 000000000000" in res.stdout
+    # A ref in place of the commit id is no link, though it names the same commit.
+    ended["details"] |= {"log_head": last_line_hash(sample, "mid"), "commit": "HEAD~1"}
+    forged = orjson.dumps(ended, option=orjson.OPT_SORT_KEYS)
+    log.write_bytes(b"\n".join([*lines[:-2], forged, lines[-1]]) + b"\n")
+    res = sample.cli("audit", "top")
+    assert res.returncode != 0
+    assert "step_completed names no nested task and commit id" in res.stdout
 
 
 @pytest.mark.parametrize(

@@ -86,6 +86,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import fastjsonschema
 import yaml
 from yaml.events import AliasEvent, CollectionStartEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -179,8 +180,13 @@ def to_plans(
         plans[name] = converted.doc
         path.append(name)
         walk.append((labels[name], iter(converted.nested)))
+    fast = schemas.fast_validator("plan")
     for tid, doc in plans.items():
-        schemas.validate("plan", doc, labels[tid])
+        try:
+            fast(doc)
+        except fastjsonschema.JsonSchemaException:
+            # Compiled, it checks thousands of subtasks at once; the reference words a problem.
+            schemas.validate("plan", doc, labels[tid])
     return plans
 
 
@@ -245,7 +251,9 @@ class _Workflow:
     def __init__(self, text: str, label: str, task_id: str, common: _Common) -> None:
         self.text, self.label, self.task_id, self.common = text, label, task_id, common
         self.steps: list[_Step] = []
-        self.stage: list[int] = []
+        self.stage: list[int] = []  # each step's, counted in runs of one group or one step
+        self.stages: list[list[int]] = []  # each stage's steps
+        self.groups: dict[str, list[int]] = {}  # each parallel group's steps
         self.mode = "sequential"
 
     def fail(self, pos: Pos, what: str) -> NoReturn:
@@ -381,12 +389,12 @@ class _Workflow:
             name = self.scalar(fields["name"][1], "name") if "name" in fields else ""
             sid = _unique(_slug(name) or f"step-{index}", taken)
             taken.add(sid)
-            if not self.steps:
-                self.stage.append(0)
-            elif group is not None and self.steps[-1].group == group:
-                self.stage.append(self.stage[-1])
-            else:
-                self.stage.append(self.stage[-1] + 1)
+            if not self.steps or group is None or self.steps[-1].group != group:
+                self.stages.append([])
+            self.stage.append(len(self.stages) - 1)
+            self.stages[-1].append(index)
+            if group is not None:
+                self.groups.setdefault(group, []).append(index)
             self.steps.append(_Step(index, fields, sid, agent, workflow, group))
 
     def subtask(self, step: _Step) -> tuple[dict[str, Any], dict[int, Pos]]:
@@ -406,8 +414,7 @@ class _Workflow:
                 values.append(f"{key}={self.interpolate(value, f'input {key!r}', step, refs)}")
         deps = set(refs)
         if self.mode == "sequential" and self.stage[step.index] > 0:
-            before = self.stage[step.index] - 1
-            deps.update(j for j in range(step.index) if self.stage[j] == before)
+            deps.update(self.stages[self.stage[step.index] - 1])
         text = _one_line(" ".join(texts))
         sub: dict[str, Any] = {"id": step.id}
         if step.workflow is not None:
@@ -465,7 +472,7 @@ class _Workflow:
             return f"<{text}>" if default is None else f'<{text}, or "{default}" if there is none>'
         if (found := _GROUP_REF.fullmatch(expr)) is not None:
             group, field = found.groups()
-            members = [s.index for s in self.steps if s.group == group]
+            members = self.groups.get(group, [])
             if not members:
                 self.fail(where, f"{whole}: there is no parallel group {group!r}")
             if group == step.group:

@@ -17,9 +17,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import plan, schemas
+from harness import config, nesting, plan, schemas
 from harness.errors import InvalidInput
 from harness.glee import to_plans
+from harness.layout import Layout
 
 from .builders import FAST
 
@@ -364,14 +365,19 @@ def test_on_error_override_and_null_coalescing() -> None:
     )
 
 
-def test_every_plan_loads_as_harness_reads_plans(tmp_path: Path) -> None:
-    plans = convert(RUN_RESTAURANT, inputs={"channel": "app"}, read=Reader(RESTAURANT))
+def test_every_plan_loads_and_nests_as_harness_checks_plans(tmp_path: Path) -> None:
+    plans = convert(
+        RUN_RESTAURANT, task_id="daily", inputs={"channel": "app"}, read=Reader(RESTAURANT)
+    )
+    layout = Layout(tmp_path)
     for tid, made in plans.items():
-        path = tmp_path / "ai" / "tasks" / tid / "plan.json"
+        path = layout.plan(tid)
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(made), "utf-8")
         loaded = plan.load(path, tmp_path, tid)
         assert [s.id for s in plan.order(loaded)] == [s["id"] for s in made["subtasks"]]
+    tree = nesting.Tree(layout, "daily", plan.load(layout.plan("daily"), tmp_path, "daily"))
+    assert tree.problem(config.load(tmp_path / "no-such-harness.toml")) is None
 
 
 # --- modes, groups, on_error, references -------------------------------------------------

@@ -43,8 +43,8 @@ Decisions where the seed and the issue are silent:
   cycle. The depth limit is left to harness (`[limits] max_depth`, checked at every run):
   only the config knows it.
 - **Step ids** come from a step's `name` (characters outside `[A-Za-z0-9._-]` become `-`,
-  leading punctuation dropped, cut to 64), else `step-<i>` with `i` as in `${steps[i]}`
-  (0-based); a taken id gets `-2`, `-3`, ... .
+  leading punctuation and trailing dashes dropped, cut to 64), else `step-<i>` with `i`
+  as in `${steps[i]}` (0-based); a taken id gets `-2`, `-3`, ... .
 - **Edges.** `sequential`: each step depends on the step (or parallel group) before it.
   `parallel` and `dag`: no step depends on another by position. In every mode a reference
   `${steps[i].output}` (or `.status`, `.error`) makes the step depend on step i, directly,
@@ -550,7 +550,7 @@ def _keys(node: MappingNode) -> Iterator[str]:
 
 
 def _slug(name: str) -> str:
-    return _NOT_ID.sub("-", name).lstrip("._-")[:64]
+    return _NOT_ID.sub("-", name).lstrip("._-")[:64].rstrip("-")
 
 
 def _unique(wanted: str, taken: set[str]) -> str:

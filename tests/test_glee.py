@@ -524,7 +524,7 @@ steps:
   - {agent: f, name: "%s"}
 """ % ("x" * 80)
     ids = [s["id"] for s in convert(text)["wf"]["subtasks"]]
-    assert ids == ["Scan-the-API-", "Scan-the-API--2", "step-2", "step-4", "step-4-2", "x" * 64]
+    assert ids == ["Scan-the-API", "Scan-the-API-2", "step-2", "step-4", "step-4-2", "x" * 64]
 
 
 def test_write_scope_and_role_are_the_callers() -> None:

@@ -18,6 +18,7 @@ from . import (
     clock,
     drafting,
     files,
+    importing,
     live,
     logview,
     orchestrator,
@@ -209,6 +210,30 @@ def cmd_plan_accept(args: argparse.Namespace) -> int:
     sys.stdout.write(data.decode())
     print(f"accepted as {layout.plan(task_id).relative_to(layout.root)}")
     return 0
+
+
+def cmd_plan_import(args: argparse.Namespace) -> int:
+    args.task_id = args.task
+    layout, task_id = _task(args)
+    given = dict(_pair(item) for item in args.input)
+    scope = args.write_scope or "none"
+    created = clock.from_env().now(0)
+    with locked(layout, task_id, wait=False):
+        found = importing.convert(
+            layout, Path(args.file), task_id, created, given, args.role, scope
+        )
+        written = importing.write(layout, found, args.force)
+    for path in written:
+        print(f"wrote {layout.rel(path)}")
+    return 0
+
+
+def _pair(item: str) -> tuple[str, str]:
+    """--input K=V."""
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise InvalidInput(f"--input {item!r}: give it as NAME=VALUE")
+    return key, value
 
 
 def cmd_step(args: argparse.Namespace) -> int:
@@ -435,6 +460,18 @@ def _parser() -> argparse.ArgumentParser:
     p = on_task("draft", cmd_plan_draft, "ask the planning agent for plan.draft.json", pl)
     p.add_argument("--goal", required=True)
     on_task("accept", cmd_plan_accept, "print the draft and promote it to plan.json", pl)
+    p = add("import", cmd_plan_import, "write plan.json from an Agentfile or a Glee workflow", pl)
+    p.add_argument("file", help="an Agentfile, or a Glee workflow (.yml/.yaml)")
+    p.add_argument("--task", required=True, help="the task whose plan.json is written")
+    p.add_argument("--input", action="append", default=[], metavar="K=V")
+    p.add_argument("--role", default="localized-impl", help="the role each goal runs as")
+    p.add_argument(
+        "--write-scope",
+        action="append",
+        metavar="GLOB",
+        help="where each subtask may write (default: nowhere, until a person says)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing plan.json")
 
     for name, helptext in (
         ("next", "run the next ready subtask, end to end"),

@@ -91,6 +91,7 @@ import yaml
 from yaml.events import AliasEvent, CollectionStartEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from . import plan as plan_mod
 from . import schemas
 from .errors import InvalidInput
 
@@ -517,29 +518,11 @@ class _Workflow:
 
     def refuse_cycles(self, subtasks: list[tuple[dict[str, Any], dict[int, Pos]]]) -> None:
         """References in parallel or dag execution may go forward, so they may go round."""
-        deps = [sorted(refs) for _, refs in subtasks]
-        done: set[int] = set()
-        for first in range(len(deps)):
-            if first in done:
-                continue
-            path, on_path = [first], {first: 0}
-            todo = [iter(deps[first])]
-            while todo:
-                nxt = next(todo[-1], None)
-                if nxt is None:
-                    node = path.pop()
-                    del on_path[node]
-                    done.add(node)
-                    todo.pop()
-                elif nxt in on_path:
-                    cycle = [*path[on_path[nxt] :], nxt]
-                    where = subtasks[cycle[0]][1][cycle[1]]
-                    ids = " -> ".join(self.steps[i].id for i in cycle)
-                    self.fail(where, f"steps refer to each other in a cycle: {ids}")
-                elif nxt not in done:
-                    on_path[nxt] = len(path)
-                    path.append(nxt)
-                    todo.append(iter(deps[nxt]))
+        cycle = plan_mod.closed_path({i: sorted(refs) for i, (_, refs) in enumerate(subtasks)})
+        if cycle:
+            where = subtasks[cycle[0]][1][cycle[1]]
+            ids = " -> ".join(self.steps[i].id for i in cycle)
+            self.fail(where, f"steps refer to each other in a cycle: {ids}")
 
 
 def _keys(node: MappingNode) -> Iterator[str]:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import criteria, files, scope
 from .errors import InvalidInput
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -136,15 +139,20 @@ def structure_problem(plan: Plan) -> str | None:
 
 
 def find_cycle(plan: Plan) -> list[str]:
-    """A dependency cycle as a closed path (first id repeated at the end), or [].
+    """A dependency cycle as a closed path (first id repeated at the end), or []."""
+    return closed_path({s.id: s.depends_on for s in plan.subtasks})
+
+
+def closed_path(deps: Mapping[K, Sequence[K]]) -> list[K]:
+    """A cycle of `deps` (node -> what it depends on) as a closed path, the first node
+    repeated at the end, or [].
 
     Depth-first without recursion: a chain of thousands of subtasks is an ordinary plan."""
-    deps = {s.id: s.depends_on for s in plan.subtasks}
-    done: set[str] = set()
+    done: set[K] = set()
     for start in deps:
         if start in done:
             continue
-        path: list[str] = [start]
+        path: list[K] = [start]
         on_path = {start: 0}
         todo = [iter(deps[start])]
         while todo:

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from .conftest import Sample, ok
+from .test_glee import SERVE_CUSTOMERS  # seed 000's own example
 
 GREET = """NAME greet
 INPUT who DEFAULT world
@@ -131,30 +132,6 @@ name: accounting
 steps:
   - agent: bookkeeper
     description: Reconcile the day's receipts
-"""
-
-# Seed 000's own example: a dag of ${steps[i].output} references.
-SERVE_CUSTOMERS = """\
-name: serve-customers
-description: Handle customer service flow
-
-steps:
-  - agent: order-taker
-    inputs:
-      channel: ${channel}  # in-store, drive-thru, app
-
-  - agent: payment-processor
-    inputs:
-      order: ${steps[0].output}
-
-  - agent: food-preparer
-    inputs:
-      order: ${steps[0].output}
-
-  - agent: delivery-handler
-    inputs:
-      order: ${steps[0].output}
-      food: ${steps[2].output}
 """
 
 

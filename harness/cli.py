@@ -213,7 +213,6 @@ def cmd_plan_accept(args: argparse.Namespace) -> int:
 
 
 def cmd_plan_import(args: argparse.Namespace) -> int:
-    args.task_id = args.task
     layout, task_id = _task(args)
     given = dict(_pair(item) for item in args.input)
     scope = args.write_scope or "none"
@@ -462,7 +461,9 @@ def _parser() -> argparse.ArgumentParser:
     on_task("accept", cmd_plan_accept, "print the draft and promote it to plan.json", pl)
     p = add("import", cmd_plan_import, "write plan.json from an Agentfile or a Glee workflow", pl)
     p.add_argument("file", help="an Agentfile, or a Glee workflow (.yml/.yaml)")
-    p.add_argument("--task", required=True, help="the task whose plan.json is written")
+    p.add_argument(
+        "--task", dest="task_id", required=True, help="the task whose plan.json is written"
+    )
     p.add_argument("--input", action="append", default=[], metavar="K=V")
     p.add_argument("--role", default="localized-impl", help="the role each goal runs as")
     p.add_argument(

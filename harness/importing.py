@@ -108,8 +108,10 @@ def write(layout: Layout, plans: Mapping[str, bytes], force: bool) -> list[Path]
 
 
 def _label(layout: Layout, path: Path) -> str:
+    """The path from the repository's root (resolved like the root, so a symlinked working
+    folder still gives a repository path), else as given."""
     try:
-        return layout.rel(path.absolute())
+        return layout.rel(path.resolve())
     except ValueError:
         return str(path)
 

@@ -573,7 +573,7 @@ def _completed(
 ) -> None:
     att = st.attempt
     if "plan" in d or att.unit is not None:
-        if _detail(att.unit, "plan") != d.get("plan"):
+        if _other_plan(att, d):
             out.order(f"step_completed for {step} names a plan its plan_started does not")
     elif att.open:
         out.order(f"step_completed while call {short(att.call_id)} has no outcome")
@@ -602,13 +602,16 @@ def _failed(
     if st.attempt.open:
         call = short(st.attempt.call_id)
         out.order(f"step_failed while call {call} has no outcome")
-    if ("plan" in d or st.attempt.unit is not None) and _detail(st.attempt.unit, "plan") != d.get(
-        "plan"
-    ):
+    if _other_plan(st.attempt, d):
         out.order(f"step_failed for {step} names a plan its plan_started does not")
     st.attempt.add(ev)
     st.failed, st.failed_at = ev, seq
     m.seen[step] = ("failed", str(ev.get("error", "see the log")))
+
+
+def _other_plan(att: Attempt, d: dict[str, Any]) -> bool:
+    """An end naming a plan the attempt did not start (or none, when it started one)."""
+    return ("plan" in d or att.unit is not None) and _detail(att.unit, "plan") != d.get("plan")
 
 
 def _skipped(

@@ -223,10 +223,7 @@ class Recording:
                 f"a call on base {base[:12]}",
                 f"subtask commits between HEAD {head[:12]} and that base",
             )
-        outside = [p for p in git.changed_between(head, base) if not p.startswith("ai/")]
-        git.advance(git.branch(), base, head)
-        if outside:
-            git.sync(base, outside)
+        _move(git, head, base)
         return base
 
     def nested(self, task: orchestrator.Task, sub: Subtask) -> nesting.Unit:
@@ -251,8 +248,10 @@ class Recording:
                 raise Diverged(at, f"task {sub.plan} replayed", str(halt)) from None
         rebuilt = set(self.replayed[sub.plan].commits)
         git, head, end = task.git, task.git.head(), _commit_id(details.get("commit"))
+        error = None if expected["event"] == "step_completed" else str(expected.get("error", ""))
+        unit = nesting.Unit(error, str(details.get("log_head")), end)
         if end == head or git.is_ancestor(end, head):  # it had ended before this task ran it
-            return nesting.Unit(_error(expected), str(details.get("log_head")), end)
+            return unit
         if not git.is_ancestor(head, end):
             raise Diverged(at, f"plan {sub.plan} ending at {end[:12]}", f"HEAD {head[:12]}")
         for sha, found in git.commits_between(head, end):
@@ -262,16 +261,16 @@ class Recording:
                     f"commit {sha[:12]} rebuilt by replaying task {sub.plan}",
                     "a commit that replay does not make",
                 )
-        outside = [p for p in git.changed_between(head, end) if not p.startswith("ai/")]
-        git.advance(git.branch(), end, head)
-        if outside:
-            git.sync(end, outside)
-        return nesting.Unit(_error(expected), str(details.get("log_head")), end)
+        _move(git, head, end)
+        return unit
 
 
-def _error(ended: Event) -> str | None:
-    """A recorded end of a nested plan: None when it completed, else its error."""
-    return None if ended["event"] == "step_completed" else str(ended.get("error", ""))
+def _move(git: repo.Repo, head: str, to: str) -> None:
+    """Fast-forward the branch from `head` to `to`, bringing the files outside ai/ along."""
+    outside = [p for p in git.changed_between(head, to) if not p.startswith("ai/")]
+    git.advance(git.branch(), to, head)
+    if outside:
+        git.sync(to, outside)
 
 
 @dataclass(frozen=True)

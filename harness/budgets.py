@@ -2,7 +2,7 @@
 
 ai/harness.toml's [budgets] bound every task; a plan's `budgets` may only lower those, and a
 subtask's only its plan's. What was spent is read from the record: worker calls are the
-log's subagent_invoked lines; cost and tokens are what each answer reported
+log's subagent_invoked lines (and a supervisor's, supervisor_invoked); cost and tokens are what each answer reported
 (metrics.cost_usd, metrics.tokens), or, for a CLI that reports tokens only, its tokens times
 the agent's price in [prices] (USD per million tokens). A cost neither reported nor priced
 is unknown, and a cost budget then says so rather than guess.
@@ -119,7 +119,7 @@ def spent(
     against its hashes."""
     found = Spent(config.prices) if into is None else into
     for ev in events:
-        if ev["event"] != "subagent_invoked":
+        if ev["event"] not in ("subagent_invoked", "supervisor_invoked"):
             continue
         details = ev.get("details", {})
         call_id = str(details.get("call_id"))

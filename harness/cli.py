@@ -30,6 +30,7 @@ from . import (
     sandbox,
     scaffold,
     status,
+    supervision,
     tokens,
 )
 from . import plan as plan_mod
@@ -300,6 +301,27 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verdict(args: argparse.Namespace) -> int:
+    """`approve` / `reject`: a person's verdict on a change awaiting approval."""
+    layout, task_id = _task(args)
+    approve = args.command == "approve"
+    reason = args.reason or "approved"
+    if not reason.strip():
+        raise InvalidInput("--reason: say why")
+    with locked(layout, task_id, args.wait):
+        task = orchestrator.Task.load(layout, task_id, clock.from_env())
+        who = task.git.identity()
+        if who is None:
+            raise InvalidInput("git knows no user.name and user.email here: set them first")
+        action = supervision.CONTINUE if approve else supervision.REORIENT
+        verdict = supervision.Verdict(action, reason, reason)
+        orchestrator.decide(task, args.subtask, verdict, who)
+        _record(task)
+    then = "it is committed by the next `harness run`" if approve else "it runs again"
+    print(f"{args.subtask} {'approved' if approve else 'rejected'} by {printable(who)}; {then}")
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Whether untrusted commands can be contained on this machine, and why not."""
     found = sandbox.diagnose()
@@ -498,6 +520,14 @@ def _parser() -> argparse.ArgumentParser:
     p = on_task("resume", cmd_resume, "record that a human resolved the task's blocker")
     p.add_argument("--reason", required=True)
     p.add_argument("--wait", action="store_true")
+    for name, helptext in (
+        ("approve", "approve a change awaiting a person: the next run commits it"),
+        ("reject", "reject a change awaiting a person: it runs again, told the reason"),
+    ):
+        p = on_task(name, cmd_verdict, helptext)
+        p.add_argument("subtask")
+        p.add_argument("--reason", required=name == "reject")
+        p.add_argument("--wait", action="store_true")
 
     reg = sub.add_parser("registry", help="agents").add_subparsers(dest="sub", required=True)
     p = add("check", cmd_registry_check, "check each agent's launcher and version", reg)

@@ -13,6 +13,8 @@ from .plan import Subtask
 
 DEFAULT_CONSTRAINTS = ("ground-in-provided-files-only", "no-new-deps", "no-speculation")
 RETRY_CONSTRAINT = "constrained-retry"
+# A retry after a supervisor's REORIENT: harness/correction.txt says what to do differently.
+CORRECTION_CONSTRAINT = "supervisor-correction"
 EXPECTED = ["plan", "diffs", "artifacts", "risks", "notes", "metrics"]
 
 
@@ -27,9 +29,10 @@ class Call:
         return files.dumps(self.context) + b"\n" + files.dumps(self.prompt) + b"\n"
 
 
-def constraints(sub: Subtask, retry: bool) -> list[str]:
+def constraints(sub: Subtask, retry: bool, corrected: bool = False) -> list[str]:
     found = [c for c in DEFAULT_CONSTRAINTS if not (c == "no-new-deps" and sub.allow_new_deps)]
-    return [*found, RETRY_CONSTRAINT] if retry else found
+    found += [RETRY_CONSTRAINT] if retry else []
+    return [*found, CORRECTION_CONSTRAINT] if corrected else found
 
 
 def call_id(
@@ -80,9 +83,11 @@ def build(
     budgets: dict[str, Any],
     epoch: int,
     fallback: str | None = None,
+    corrected: bool = False,
+    expected: list[str] = EXPECTED,
 ) -> Call:
     write_scope = f"token:{token_id}" if token_id else "none"
-    cons = constraints(sub, retry)
+    cons = constraints(sub, retry, corrected)
     cid = call_id(task_id, sub, cons, write_scope, input_hashes, blobs, epoch, fallback)
     context = {
         "ts": ts,
@@ -107,7 +112,7 @@ def build(
             "goal": sub.goal,
             "constraints": cons,
             "inputs": {"paths": list(sub.inputs), "blobs": blobs},
-            "expected": {"schema": "json", "fields": EXPECTED},
+            "expected": {"schema": "json", "fields": expected},
             "write_scope": write_scope,
             "scope": list(sub.write_scope),
             "creates": list(sub.creates),

@@ -25,3 +25,7 @@ class Busy(HarnessError):
     """Another harness process holds the task's lock."""
 
     exit_code = 3
+
+
+class AwaitingApproval(Halted):
+    """A human-supervised subtask's checked change waits for `harness approve` or `reject`."""

@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn, Protocol
 
@@ -30,6 +31,7 @@ from . import (
     registry,
     repo,
     scope,
+    supervision,
     tokens,
     verify,
     worker,
@@ -39,7 +41,7 @@ from . import plan as plan_mod
 from .checks import Checks, Steps
 from .clock import Clock
 from .contain import Containment
-from .errors import Halted, InvalidInput
+from .errors import AwaitingApproval, Halted, InvalidInput
 from .layout import Layout
 from .ledger import EMPTY, Ledger
 from .live import Live, Silent
@@ -71,6 +73,9 @@ class Recording(Protocol):
 
     def nested(self, task: Task, sub: plan_mod.Subtask) -> nesting.Unit:
         """How the nested plan `sub` runs ended, as recorded, with HEAD moved to its end."""
+
+    def landing(self, task: Task, call_id: str) -> None:
+        """HEAD moved to the parent of the recorded commit of `call_id`, before it lands."""
 
 
 class Worker(Protocol):
@@ -145,6 +150,11 @@ class Task:
                 if registry.route(task.agents, sub.role, agent_id) is None:
                     problem = preflight.unroutable(sub, agent_id)
                     raise InvalidInput(f"ai/agents/registry.json: {problem}")
+            if sub.supervised == plan_mod.AGENT and task.supervisor is None:
+                raise InvalidInput(
+                    f"ai/agents/registry.json: subtask {sub.id} is supervised, but no agent "
+                    f"has the {supervision.ROLE!r} capability"
+                )
         if log is None:  # a replay's own log is held to the record line by line instead
             nesting.check(layout, task_id, task.plan, task.config)  # (it replays each alone)
             rel = layout.rel(task.log.path)
@@ -204,6 +214,11 @@ class Task:
     def answering(self) -> Worker:
         """Who answers this task's calls."""
         return self.worker or self.contain
+
+    @property
+    def supervisor(self) -> Agent | None:
+        """The registry agent that gives supervised subtasks their verdicts."""
+        return registry.route(self.agents, supervision.ROLE, None)
 
     def probe(self, agent: Agent) -> str:
         """The agent's version (present, in range), asked once per agent per command."""
@@ -520,6 +535,32 @@ def resume(task: Task, reason: str) -> Any:
     return block.get("step")
 
 
+def decide(task: Task, sid: str, verdict: supervision.Verdict, who: str) -> None:
+    """Log a person's verdict on the change `sid` awaits approval for: CONTINUE (it is
+    committed by the next `run`) or REORIENT (it runs again with the reason to follow)."""
+    if sid not in task.plan.by_id:
+        raise InvalidInput(f"task {task.task_id} has no subtask {sid}")
+    att = task.model.attempt(sid)
+    if not att.awaiting:
+        raise InvalidInput(f"{sid} awaits no approval (status: {task.model.status(sid)})")
+    log_verdict(task.log, sid, verdict, {"call_id": att.call_id, "by": protocol.HUMAN, "who": who})
+
+
+def log_verdict(log: Log, sid: str, verdict: supervision.Verdict, details: dict[str, Any]) -> None:
+    """A verdict, the supervisor's or a person's: its event says what follows (a commit, a
+    retry with the correction, a stop for a person)."""
+    event = supervision.EVENTS[verdict.action]
+    details = details | verdict.details()
+    if verdict.action == supervision.CONTINUE:
+        log.append(event, "ok", step=sid, details=details)
+        return
+    words = "reoriented" if verdict.action == supervision.REORIENT else "paused"
+    by = details.get("who") or details["by"]
+    log.append(
+        event, "error", step=sid, details=details, error=f"{words} by {by}: {verdict.reason}"
+    )
+
+
 def settle(task: Task) -> None:
     """Finish a run killed between moving the branch and updating the user's files: as a
     step does it (update_files), so anything a person changed since is kept, said so, and
@@ -614,6 +655,9 @@ class Subtask:
             failed = att.failure
             if failed is not None:
                 model, sid = self.task.model, self.sub.id
+                if failed["event"] == "step_paused":  # for a person, whatever on_error says
+                    self.error("step_failed", {"phase": "supervisor"}, str(failed.get("error")))
+                    continue
                 if protocol.retryable(failed) and model.may_retry(sid):
                     self.log.append(
                         "subagent_retried",
@@ -684,10 +728,25 @@ class Subtask:
                 f"subtask {sub.id} changed since call {invoked['details']['call_id'][:12]} "
                 "was made: restore its plan, inputs and config, or resolve a blocker first"
             )
-        recorded = exchanges.load(task.layout.exchange(task.task_id, call.call_id))
-        flight = Flight(att, agent, call, slot, recorded)
-        if recorded is not None:
-            return flight
+        # One folder per slot: a worker's copy is moved between bases, not made afresh.
+        folder = "worker" if slot == 0 else f"worker-{slot}"
+        # With several in flight, say when each answer is in: it is taken in plan order.
+        told = (lambda: task.live.returned(sub.id)) if self.several else None
+        flight = Flight(att, agent, call, slot)
+        job = self.start(flight, folder, told)
+        if job is not None:
+            flight.future = pool.submit(job)
+        return flight
+
+    def start(
+        self, flight: Flight, folder: str, told: Callable[[], None] | None = None
+    ) -> Callable[[], proc.Result] | None:
+        """The flight's call, ready to run in the scratch `folder`; None when its exchange
+        holds the answer already (flight.recorded)."""
+        task, agent, call = self.task, flight.agent, flight.call
+        flight.recorded = exchanges.load(task.layout.exchange(task.task_id, call.call_id))
+        if flight.recorded is not None:
+            return None
         if task.recording is not None:
             task.recording.unrecorded(call.call_id)
         task.probe(agent)  # also for a call resumed after a kill: its meta names the version
@@ -699,12 +758,8 @@ class Subtask:
             timeouts["soft_s"] = min(timeouts["soft_s"], left)
         base = call.context["payload"]["base"]
         retry = envelope.RETRY_CONSTRAINT in call.prompt["payload"]["constraints"]
-        task.live.started(sub.id, agent.id, sub.role, retry)
-        # One folder per slot: a worker's copy is moved between bases, not made afresh.
-        scratch = task.scratch("worker" if slot == 0 else f"worker-{slot}")
-        # With several in flight, say when each answer is in: it is taken in plan order.
-        told = (lambda: task.live.returned(sub.id)) if self.several else None
-        flight.future = pool.submit(
+        task.live.started(self.sub.id, agent.id, call.prompt["payload"]["role"], retry)
+        return partial(
             _answer,
             task.answering,
             agent,
@@ -712,10 +767,9 @@ class Subtask:
             base,
             flight.staging,
             timeouts,
-            scratch,
+            task.scratch(folder),
             told,
         )
-        return flight
 
     def take(self, flight: Flight) -> worker.Outcome | None:
         """The call's answer, its outcome logged; None when the call failed."""
@@ -729,7 +783,10 @@ class Subtask:
     def settle(self, flight: Flight, outcome: worker.Outcome) -> bool:
         """Land a successful answer's change (or judge an answer without one); True when
         the step completed, False after a failure."""
-        task, sub, att, call = self.task, self.sub, flight.att, flight.call
+        task, sub, call = self.task, self.sub, flight.call
+        att = task.model.attempt(sub.id)  # as logged now: the flight's may predate its call
+        if att.awaiting:  # asked before, and no person answered yet
+            raise self.awaiting(att)
         diffs = outcome.result.get("diffs", [])
         commit = None
         if diffs:
@@ -746,6 +803,8 @@ class Subtask:
             if not self.phase("acceptance", not problems):
                 failures = {"check": "acceptance", "failures": problems}
                 self.error("acceptance_failed", failures, "; ".join(problems))
+                return False
+            if not self.supervise(att, call, outcome.result, [], None):
                 return False
         details = {"call_id": call.call_id, "commit": commit}
         self.log.append("step_completed", "ok", step=sub.id, details=details)
@@ -791,7 +850,9 @@ class Subtask:
         if missing:
             self.fail(f"input not found at {base[:12]}: {', '.join(missing)}", "inputs")
             return None
-        retry_of = self.previous_failure(att)
+        failed = self.previous_failure(att)
+        retry_of = None if failed is None else str(failed.get("error", failed["event"]))
+        correction = _detail(failed, "correction") if failed is not None else None
         return envelope.build(
             task_id=task.task_id,
             sub=sub,
@@ -802,22 +863,24 @@ class Subtask:
             visible=list(task.config.visible),
             token_id=token_id,
             input_hashes={p: h for p, h in hashes.items() if h is not None},
-            blobs=self.blobs(retry_of),
+            blobs=self.blobs(retry_of, correction),
             retry=retry_of is not None,
+            corrected=correction is not None,
             timeouts=dict(agent.timeouts or task.config.timeouts),
             budgets=dict(task.config.budgets),
             epoch=task.model.epoch,
             fallback=agent.id if task.model.fallbacks(sub.id) else None,
         )
 
-    def previous_failure(self, att: protocol.Attempt) -> str | None:
+    def previous_failure(self, att: protocol.Attempt) -> Event | None:
+        """The failure this attempt retries; None for a first attempt (a fallback agent's,
+        or a loop round's, too: the failure was another agent's or round's)."""
         mine = self.task.model.step(self.sub.id)
-        # A fallback agent starts afresh: the failure was another agent's.
-        failed = None if mine is None or att.number == mine.first else mine.last_failure
-        return None if failed is None else str(failed.get("error", failed["event"]))
+        return None if mine is None or att.number == mine.first else mine.last_failure
 
-    def blobs(self, retry_of: str | None) -> list[dict[str, str]]:
-        """Artifacts of the subtasks this one depends on, and the reason for a retry."""
+    def blobs(self, retry_of: str | None, correction: str | None = None) -> list[dict[str, str]]:
+        """Artifacts of the subtasks this one depends on, the reason for a retry, and the
+        supervisor's correction it must follow."""
         found: list[dict[str, str]] = []
         completed = self.task.model.done
         for dep in self.sub.depends_on:
@@ -831,6 +894,8 @@ class Subtask:
                 found.append({"name": f"{dep}/{name}", "text": text})
         if retry_of is not None:
             found.append({"name": "harness/previous-failure.txt", "text": retry_of})
+        if correction is not None:
+            found.append({"name": "harness/correction.txt", "text": correction})
         return found
 
     def answer(self, flight: Flight) -> worker.Outcome:
@@ -959,11 +1024,48 @@ class Subtask:
         that tree is committed: nothing a check does to its copy can reach the commit.
         """
         task, sub, git = self.task, self.sub, self.task.git
-        cfg = task.config.verify
+        if task.recording is not None:
+            task.recording.landing(task, call.call_id)
         head = git.head()
         tree = self.apply_patches(head, changes)
         if tree is None:
             return None
+        # Approved before a kill, on this very tree: the checks it passed stand.
+        approved = att.has("step_approved") and att.judged == tree
+        if not approved and not self.check(att, call, changes, result, head, tree):
+            return None
+        if not self.supervise(att, call, result, changes, tree):
+            return None
+        message = (
+            f"{sub.role}: {sub.goal}\n\n"
+            f"Harness-Task: {task.task_id}\n"
+            f"Harness-Subtask: {sub.id}\n"
+            f"Harness-Call-Id: {call.call_id}\n"
+            f"Harness-Log-Head: {task.log.head}\n"
+        )
+        who = (task.config.name, task.config.email)
+        # What would stop update_files once the branch moved stops the step before it does.
+        refuse_in_the_way(git, changes)
+        git.index_free()
+        made = git.commit(tree, head, message, who, call.prompt["ts"])
+        fault("before:advance")
+        git.advance(git.branch(), made, head)
+        fault("after:advance")
+        self.phase("commit", True)
+        return made
+
+    def check(
+        self,
+        att: protocol.Attempt,
+        call: envelope.Call,
+        changes: list[diffgate.Change],
+        result: dict[str, Any],
+        head: str,
+        tree: str,
+    ) -> bool:
+        """Every check of the change, each on a scratch copy of `tree`: True when all pass."""
+        task, sub, git = self.task, self.sub, self.task.git
+        cfg = task.config.verify
         # Uncontained, a command has the host's network whatever isolate_network says.
         network = "none" if cfg.isolate_network and task.config.contained else "host"
         runner = verify.Runner(
@@ -987,9 +1089,9 @@ class Subtask:
             if self.runs_commands():
                 stack.enter_context(git.scratch(tree, wt, git_dir=True))
             if not self.phase("build", checks.build(wt, changes)):
-                return None
+                return False
             if cfg.test and not self.phase("test", checks.test(wt, cfg.test)):
-                return None
+                return False
             base: list[Path] = []
 
             def base_copy() -> Path:
@@ -1011,24 +1113,120 @@ class Subtask:
                 base=base_copy,
             )
             if not self.phase("acceptance", checks.accept(judge)):
-                return None
-        message = (
-            f"{sub.role}: {sub.goal}\n\n"
-            f"Harness-Task: {task.task_id}\n"
-            f"Harness-Subtask: {sub.id}\n"
-            f"Harness-Call-Id: {call.call_id}\n"
-            f"Harness-Log-Head: {task.log.head}\n"
+                return False
+        return True
+
+    def supervise(
+        self,
+        att: protocol.Attempt,
+        call: envelope.Call,
+        result: dict[str, Any],
+        changes: list[diffgate.Change],
+        tree: str | None,
+    ) -> bool:
+        """A supervised subtask's checked change counts once a verdict approves it: the
+        supervisor is asked (or a person, and the run stops for them) unless the attempt
+        holds a verdict already. False once another verdict, or the supervisor's failure,
+        is logged: its retry or end comes next, as after any failure."""
+        sub = self.sub
+        if sub.supervised is None:
+            return True
+        if att.verdict is None:
+            if sub.supervised == plan_mod.HUMAN:
+                if not att.has("approval_requested"):
+                    base = call.context["payload"]["base"]
+                    details = {"call_id": call.call_id, "base": base, "tree": tree}
+                    self.log.append("approval_requested", "pending", step=sub.id, details=details)
+                raise self.awaiting(att)
+            self.ask(att, call, result, changes, tree)
+        return self.phase("supervise", att.has("step_approved"))
+
+    def ask(
+        self,
+        att: protocol.Attempt,
+        call: envelope.Call,
+        result: dict[str, Any],
+        changes: list[diffgate.Change],
+        tree: str | None,
+    ) -> None:
+        """Call the supervisor on the change (or take its recorded answer) and log its verdict."""
+        task, sub, cfg = self.task, self.sub, self.task.config
+        agent = task.supervisor
+        assert agent is not None, "Task.load checked a supervised plan has a supervisor"
+        base = call.context["payload"]["base"]
+        checks = [
+            {"event": e["event"], "details": e.get("details", {})}
+            for e in att.events
+            if e["event"] in protocol.CHECK_PASSED
+        ]
+        flags = supervision.flags(sub, result, changes, checks, (cfg.max_diff_bytes, cfg.max_files))
+        asked = att.last("supervisor_invoked")
+        ts = task.log.now() if asked is None else asked["ts"]
+        judge = replace(
+            sub,
+            role=supervision.ROLE,
+            goal=supervision.GOAL.format(sid=sub.id, goal=sub.goal),
+            acceptance=(),
+            write_scope=(),
+            creates=(),
         )
-        who = (task.config.name, task.config.email)
-        # What would stop update_files once the branch moved stops the step before it does.
-        refuse_in_the_way(git, changes)
-        git.index_free()
-        made = git.commit(tree, head, message, who, call.prompt["ts"])
-        fault("before:advance")
-        git.advance(git.branch(), made, head)
-        fault("after:advance")
-        self.phase("commit", True)
-        return made
+        hashes = task.git.blob_hashes(base, sub.inputs)
+        request = envelope.build(
+            task_id=task.task_id,
+            sub=judge,
+            ts=ts,
+            branch=task.git.branch(),
+            base=base,
+            readonly=list(cfg.readonly),
+            visible=list(cfg.visible),
+            token_id=None,
+            input_hashes={p: h for p, h in hashes.items() if h is not None},
+            blobs=supervision.request(sub, call.call_id, base, result, changes, checks, flags),
+            # A second look, at a retry's change, says so as the retry itself does.
+            retry=envelope.RETRY_CONSTRAINT in call.prompt["payload"]["constraints"],
+            timeouts=dict(agent.timeouts or cfg.timeouts),
+            budgets=dict(cfg.budgets),
+            epoch=task.model.epoch,
+            expected=supervision.EXPECTED,
+        )
+        details: dict[str, Any] = {"call_id": request.call_id, "by": agent.id}
+        if asked is None:
+            invoked: dict[str, Any] = {"call_id": request.call_id, "subagent": agent.id}
+            invoked |= {"of": call.call_id, "base": base, "tree": tree}
+            self.log.append("supervisor_invoked", "pending", step=sub.id, details=invoked, ts=ts)
+            self.account.invoked(request.call_id, sub.id, agent.id)
+        elif asked["details"]["call_id"] != request.call_id:
+            raise InvalidInput(
+                f"subtask {sub.id}'s supervision changed since call "
+                f"{asked['details']['call_id'][:12]} was made: restore its plan and config"
+            )
+        flight = Flight(att, agent, request, 0)
+        job = self.start(flight, "supervisor")
+        if job is not None:
+            flight.future = Future()
+            flight.future.set_result(job())
+        outcome = self.answer(flight)
+        found = supervision.verdict(outcome.result) if outcome.status == "ok" else None
+        if found is None or isinstance(found, str):
+            kind = outcome.kind if found is None else protocol.NO_VERDICT
+            why = outcome.message if found is None else found
+            self.error("supervisor_failed", details | {"kind": kind}, f"supervisor: {why}")
+            return
+        log_verdict(self.log, sub.id, found, details)
+
+    def awaiting(self, att: protocol.Attempt) -> AwaitingApproval:
+        """The halt of a subtask whose change waits for a person, saying what to look at."""
+        task, sid = self.task, self.sub.id
+        asked = att.last("approval_requested")
+        assert asked is not None
+        d = asked["details"]
+        folder = task.layout.rel(task.layout.exchange(task.task_id, d["call_id"]))
+        change = f"`git diff {d['base'][:12]} {d['tree'][:12]}`" if d.get("tree") else folder
+        return AwaitingApproval(
+            f"{sid} awaits approval: review {change} (the answer is in {folder}), then "
+            f"`harness approve {task.task_id} {sid}` or "
+            f"`harness reject {task.task_id} {sid} --reason WHY`"
+        )
 
     def runs_commands(self) -> bool:
         """Whether any check of this subtask runs a command, and so needs a scratch copy."""
@@ -1103,6 +1301,11 @@ def _answer(
     if told is not None:
         told()
     return result
+
+
+def _detail(ev: Event, key: str) -> str | None:
+    found = ev.get("details", {}).get(key)
+    return found if isinstance(found, str) else None
 
 
 def _token_of(call: envelope.Call) -> str | None:

@@ -15,6 +15,15 @@ from .errors import InvalidInput
 K = TypeVar("K")
 
 
+AGENT, HUMAN = "agent", "human"  # who supervises a subtask (supervision.py)
+
+
+@dataclass(frozen=True)
+class Loop:
+    rounds: int  # at most this many calls, each on the head the last one left
+    until: str  # "no_diff" | "acceptance": what ends it before then
+
+
 @dataclass(frozen=True)
 class Subtask:
     id: str
@@ -33,6 +42,8 @@ class Subtask:
     on_error: str = "stop"  # the subtask's own, else the plan's (protocol.CONTINUE, ...)
     limits: tuple[tuple[str, float], ...] = ()  # its budgets: its own calls' steps, cost, tokens
     plan: str | None = None  # the task whose plan it runs as one unit (nesting.py), not a call
+    supervised: str | None = None  # who gives a verdict before its work counts: AGENT, HUMAN
+    loop: Loop | None = None  # its call repeated on the new head, round after round
 
     def agent_at(self, fallbacks: int) -> str | None:
         """The agent called after `fallbacks` gave up: the plan's next one, else by role."""
@@ -65,7 +76,7 @@ def load(path: Path, root: Path, task_id: str, raw: bytes | None = None) -> Plan
     plan = Plan(
         data["task_id"],
         data["created"],
-        tuple(_subtask(s, on_error) for s in data["subtasks"]),
+        tuple(_subtask(s, on_error, data.get("supervised", False)) for s in data["subtasks"]),
         data.get("max_parallel"),
         tuple(sorted(data.get("budgets", {}).items())),
     )
@@ -75,7 +86,7 @@ def load(path: Path, root: Path, task_id: str, raw: bytes | None = None) -> Plan
     return plan
 
 
-def _subtask(s: dict[str, Any], on_error: str) -> Subtask:
+def _subtask(s: dict[str, Any], on_error: str, supervised: bool | str) -> Subtask:
     if "plan" in s:  # no agent, role, inputs or scope: the nested plan's subtasks have theirs
         return Subtask(
             id=s["id"],
@@ -112,7 +123,15 @@ def _subtask(s: dict[str, Any], on_error: str) -> Subtask:
         allow_api_change=s.get("allow_api_change", False),
         on_error=s.get("on_error", on_error),
         limits=tuple(sorted(s.get("budgets", {}).items())),
+        supervised=_supervisor(s.get("supervised", supervised)),
+        loop=Loop(s["loop"]["max"], s["loop"]["until"]) if "loop" in s else None,
     )
+
+
+def _supervisor(value: bool | str) -> str | None:
+    if value is True:
+        return AGENT
+    return HUMAN if value == HUMAN else None
 
 
 def structure_problem(plan: Plan) -> str | None:

@@ -14,6 +14,11 @@ The words, defined here and nowhere else:
   current one failed for good.
 - outcome: how an attempt ended: "completed" (step_completed), "failed" (the failure that
   ended it, or the step_failed of a refusal), or "in progress".
+- verdict: a supervisor's (an audit agent's call, or a person's) word on an attempt's checked
+  change before it counts: step_approved, step_reoriented (a retry with its correction) or
+  step_paused (the task stops for a person).
+- round: a looped subtask's calls, one after another on the head the last one left, each
+  ended by loop_continued or, the last, by step_completed; each round has its own attempts.
 - end: how a subtask left the epoch: done (step_completed), failed (step_failed; with
   on_error "continue" or "skip_dependents" the task goes on without it), or skipped
   (step_skipped: a dependency failed or was skipped under "skip_dependents").
@@ -27,7 +32,19 @@ from typing import Any, NamedTuple
 
 Event = dict[str, Any]
 
-FAILURES = ("subagent_failed", "build_failed", "test_failed", "acceptance_failed")
+VERDICTS = ("step_approved", "step_reoriented", "step_paused")
+FAILURES = (
+    "subagent_failed",
+    "build_failed",
+    "test_failed",
+    "acceptance_failed",
+    "supervisor_failed",
+    "step_reoriented",
+    "step_paused",
+)
+HUMAN = "human"  # a verdict's `by` when a person gave it
+# A supervisor_failed's kind when the call succeeded but its answer was no verdict.
+NO_VERDICT = "no-verdict"
 RETRYABLE_KINDS = ("retryable", "timeout")
 CHECK_PASSED = frozenset({"build_succeeded", "test_passed", "phase_completed"})
 CHECK_FAILED = frozenset({"build_failed", "test_failed", "acceptance_failed"})
@@ -43,6 +60,11 @@ STEP_EVENTS = frozenset(
         "step_failed",
         "step_skipped",
         "plan_started",
+        "supervisor_invoked",
+        "supervisor_failed",
+        "approval_requested",
+        "loop_continued",
+        *VERDICTS,
         *CHECK_PASSED,
         *CHECK_FAILED,
     }
@@ -61,10 +83,11 @@ def short(value: object) -> str:
 
 
 def retryable(ev: Event) -> bool:
-    """A failure worth a second attempt: a transient worker failure or a failed check."""
-    if ev["event"] == "subagent_failed":
+    """A failure worth a second attempt: a transient worker (or supervisor) failure, a
+    failed check, or a supervisor's correction."""
+    if ev["event"] in ("subagent_failed", "supervisor_failed"):
         return ev.get("details", {}).get("kind") in RETRYABLE_KINDS
-    return ev["event"] in ("build_failed", "test_failed")
+    return ev["event"] in ("build_failed", "test_failed", "step_reoriented")
 
 
 @dataclass
@@ -108,6 +131,34 @@ class Attempt:
         return self.last("plan_started")
 
     @property
+    def asked(self) -> Event | None:
+        """The request for a verdict on its change: the supervisor's call or a person's."""
+        return self.last("supervisor_invoked") or self.last("approval_requested")
+
+    @property
+    def judged(self) -> Any:
+        """The tree a verdict was asked on (None: none asked, or an answer with no change)."""
+        return _detail(self.asked, "tree")
+
+    @property
+    def verdict(self) -> Event | None:
+        return next((self.latest[v] for v in VERDICTS if v in self.latest), None)
+
+    @property
+    def awaiting(self) -> bool:
+        """Its change waits for a person's approve or reject."""
+        return self.has("approval_requested") and self.verdict is None
+
+    @property
+    def judging(self) -> bool:
+        """The supervisor was called and neither its verdict nor its failure is logged."""
+        return (
+            self.has("supervisor_invoked")
+            and self.verdict is None
+            and not self.has("supervisor_failed")
+        )
+
+    @property
     def open(self) -> bool:
         """A call was made and its outcome is not logged yet."""
         return self.invoked is not None and not (
@@ -147,7 +198,8 @@ class Step:
     skipped: Event | None = None  # its step_skipped
     last_failure: Event | None = None  # the latest failure event, whichever attempt
     fallbacks: int = 0  # agents given up on this epoch: the plan's next one is current
-    first: int = 1  # the number of the current agent's first attempt
+    first: int = 1  # the number of the current agent's (or round's) first attempt
+    rounds: int = 1  # a looped subtask's round in progress
 
 
 @dataclass(frozen=True)
@@ -208,6 +260,9 @@ class Model:
             return "pending"
         if self.blocker is not None and self.blocker.get("step") == step:
             return "blocked"
+        st = self.steps.get(step)
+        if st is not None and st.attempt.awaiting:
+            return "awaiting approval"
         return self.seen[step][0]
 
     def reason(self, step: str) -> str | None:
@@ -215,6 +270,10 @@ class Model:
         status = self.status(step)
         if status == "blocked" and self.blocker is not None:
             return str(self.blocker.get("error", "see the log"))
+        if status == "awaiting approval":
+            asked = self.steps[step].attempt.last("approval_requested")
+            base, tree = (short(_detail(asked, k)) for k in ("base", "tree"))
+            return f"review `git diff {base} {tree}`, then `harness approve` or `harness reject`"
         return self.seen[step][1] if status in ("failed", "skipped") else None
 
     def goes_on(self, step: str) -> bool:
@@ -250,6 +309,10 @@ class Model:
         """Whether the current agent has an attempt left this epoch."""
         st = self.steps.get(step)
         return st is None or st.attempt.number - st.first + 1 < MAX_ATTEMPTS
+
+    def rounds(self, step: str) -> int:
+        st = self.steps.get(step)
+        return 1 if st is None else st.rounds
 
     def fallbacks(self, step: str) -> int:
         st = self.steps.get(step)
@@ -412,6 +475,8 @@ class Model:
                 return f"call {short(att.call_id)} of {step} has no outcome"
             if att.unit is not None:
                 return f"the plan {step} runs has not ended"
+            if att.judging:
+                return f"the supervisor's call of {step} has no verdict"
             last = att.events[-1] if att.events else None
             if last is not None and last["event"] in FAILURES:
                 return f"{step}'s {last['event']} is followed by no retry or step_failed"
@@ -539,6 +604,8 @@ def _fallback(
     if previous is None or previous["event"] not in FAILURES:
         after = "nothing" if previous is None else str(previous["event"])
         out.order(f"subagent_fallback after {after}, not a failure")
+    elif previous["event"] == "step_paused":
+        out.order("subagent_fallback after step_paused, which stops the task for a person")
     elif retryable(previous) and m.may_retry(step):
         out.order(f"subagent_fallback after {_failure_words(previous)}, which had a retry left")
     att.add(ev)
@@ -548,7 +615,7 @@ def _fallback(
 
 
 def _failure_words(failed: Event) -> str:
-    if failed["event"] == "subagent_failed":
+    if failed["event"] in ("subagent_failed", "supervisor_failed"):
         return f"subagent_failed ({_detail(failed, 'kind')})"
     return str(failed["event"])
 
@@ -563,6 +630,7 @@ def _applied(
         )
     else:
         _legal_after_success("subagent_diffs_applied", att, out)
+        _unapproved("subagent_diffs_applied", att, out)
     if att.has("subagent_diffs_applied"):
         out.order(f"a second subagent_diffs_applied in attempt {att.number}")
     att.add(ev)
@@ -578,6 +646,7 @@ def _completed(
     elif att.open:
         out.order(f"step_completed while call {short(att.call_id)} has no outcome")
     elif _legal_after_success("step_completed", att, out):
+        _unapproved("step_completed", att, out)
         if d.get("call_id") != att.call_id:
             out.order(
                 f"step_completed names call {short(d.get('call_id'))}, not {short(att.call_id)}"
@@ -604,9 +673,98 @@ def _failed(
         out.order(f"step_failed while call {call} has no outcome")
     if _other_plan(st.attempt, d):
         out.order(f"step_failed for {step} names a plan its plan_started does not")
+    paused = st.attempt.failure is not None and st.attempt.failure["event"] == "step_paused"
+    if paused and "on_error" in d:
+        out.order(f"step_failed for {step} under on_error {d['on_error']} after step_paused")
     st.attempt.add(ev)
     st.failed, st.failed_at = ev, seq
     m.seen[step] = ("failed", str(ev.get("error", "see the log")))
+
+
+def _unapproved(name: str, att: Attempt, out: _Findings) -> None:
+    """A change a verdict was asked for counts only once it was approved."""
+    if att.asked is not None and not att.has("step_approved"):
+        out.order(f"{name} before step_approved in attempt {att.number}, which asked a verdict")
+
+
+def _ask(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    """A verdict asked of the supervisor (supervisor_invoked, its call) or of a person
+    (approval_requested): once per attempt, on a checked change not yet counted."""
+    att, name = st.attempt, ev["event"]
+    _legal_after_success(name, att, out)
+    if att.asked is not None:
+        out.order(f"{name} in attempt {att.number}, which asked a verdict already")
+    if att.has("subagent_diffs_applied"):
+        out.order(f"{name} after the attempt's change was committed")
+    att.add(ev)
+    if name == "supervisor_invoked":
+        call = d.get("call_id")
+        if not isinstance(call, str):
+            out.order("supervisor_invoked names no details.call_id")
+        elif call in m.calls:
+            out.order(f"call {call[:_SHORT]} was invoked before (seq {m.calls[call][0]})")
+        else:
+            m.calls[call] = (seq, "")
+
+
+def _verdict(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    """A verdict: a person's on a change that awaits one, or the supervisor's answer to
+    its call (a pause never comes from a person, who rejects instead)."""
+    att, name = st.attempt, ev["event"]
+    if att.verdict is not None:
+        out.order(f"{name} after {att.verdict['event']} in attempt {att.number}")
+    elif d.get("by") == HUMAN:
+        if not att.has("approval_requested"):
+            out.order(f"{name} by a person for {step}, which awaits no approval")
+        elif name == "step_paused":
+            out.order("step_paused by a person: a person approves or rejects")
+        elif not isinstance(d.get("who"), str) or not d["who"]:
+            out.order(f"{name} by a person names nobody (details.who)")
+    elif not att.judging or d.get("call_id") != _detail(att.last("supervisor_invoked"), "call_id"):
+        out.order(f"{name} for call {short(d.get('call_id'))}, which awaits no verdict")
+    else:
+        call = str(d["call_id"])
+        m.calls[call] = (m.calls[call][0], "ok")
+    _after_call(st, ev)
+
+
+def _supervisor_failed(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    att = st.attempt
+    call = _detail(att.last("supervisor_invoked"), "call_id")
+    if not att.judging or d.get("call_id") != call:
+        out.order(f"supervisor_failed for call {short(d.get('call_id'))}, which awaits no verdict")
+    else:
+        said = "ok" if d.get("kind") == NO_VERDICT else str(d.get("kind"))
+        m.calls[str(call)] = (m.calls[str(call)][0], said)
+    _after_call(st, ev)
+
+
+def _round(
+    m: Model, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: _Findings
+) -> None:
+    """A looped subtask's round ended and the next one starts: after a successful call whose
+    change (if any) was committed, with its verdict if one was asked."""
+    att = st.attempt
+    if _legal_after_success("loop_continued", att, out):
+        _unapproved("loop_continued", att, out)
+        applied = _detail(att.last("subagent_diffs_applied"), "commit")
+        if d.get("call_id") != att.call_id or d.get("commit") != applied:
+            out.order(
+                f"loop_continued names call {short(d.get('call_id'))} and commit "
+                f"{short(d.get('commit'))}, not the round's"
+            )
+    if d.get("round") != st.rounds:
+        out.order(f"loop_continued names round {d.get('round')!r}, not {st.rounds}")
+    att.add(ev)
+    st.rounds += 1
+    st.attempt = m._new_attempt(step, att.number + 1)
+    st.first = st.attempt.number
 
 
 def _other_plan(att: Attempt, d: dict[str, Any]) -> bool:
@@ -643,5 +801,10 @@ _RULES = {
     "step_failed": _failed,
     "step_skipped": _skipped,
     "plan_started": _unit,
+    "supervisor_invoked": _ask,
+    "approval_requested": _ask,
+    "supervisor_failed": _supervisor_failed,
+    "loop_continued": _round,
+    **dict.fromkeys(VERDICTS, _verdict),
     **dict.fromkeys(CHECK_PASSED | CHECK_FAILED, _check),
 }

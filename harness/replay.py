@@ -27,10 +27,11 @@ import orjson
 from . import budgets, clock, files, nesting, orchestrator, repo
 from .acceptance import Judge
 from .diffgate import Change
-from .errors import Halted, InvalidInput
+from .errors import AwaitingApproval, Halted, InvalidInput
 from .layout import Layout
 from .plan import Subtask
 from .progress import Log
+from .protocol import HUMAN, VERDICTS
 
 Event = dict[str, Any]
 
@@ -205,26 +206,47 @@ class Recording:
         base = _commit_id(expected["details"].get("base"))
         if base == head or git.is_ancestor(base, head):
             return base
-        if not git.is_ancestor(head, base):
+        self._forward(task, base, f"a call on base {base[:12]}")
+        return base
+
+    def landing(self, task: orchestrator.Task, call_id: str) -> None:
+        """Before a change lands: HEAD moved to the parent the record's commit of `call_id`
+        has, over the record commits of the commands between (a person's `approve`, say)."""
+        at = len(self.log.events)
+        commit = next(
+            (
+                e["details"].get("commit")
+                for e in self.log.recorded[at:]
+                if e["event"] == "subagent_diffs_applied" and e["details"].get("call_id") == call_id
+            ),
+            None,
+        )
+        git = task.git
+        if commit is None or not git.exists(_commit_id(commit)):
+            return  # the recorded run did not land it: what the replay does instead diverges
+        parent = git.git("rev-parse", f"{commit}^").strip()
+        if parent != git.head() and not git.is_ancestor(parent, git.head()):
+            self._forward(task, parent, f"commit {str(commit)[:12]} on {parent[:12]}")
+
+    def _forward(self, task: orchestrator.Task, to: str, wanted: str) -> None:
+        """Fast-forward HEAD to `to` over commits people, record commits or other tasks
+        made; never over this task's subtask commits, which the replay must rebuild."""
+        git, head = task.git, task.git.head()
+        if not git.is_ancestor(head, to):
             raise Diverged(
-                len(self.log.events),
-                f"a call on base {base[:12]}",
-                f"HEAD {head[:12]}, which that base does not descend from",
+                len(self.log.events), wanted, f"HEAD {head[:12]}, which it does not descend from"
             )
         # Another task's commits (a task this one runs, say) are to it as a person's are.
         mine = [
             sha
-            for sha, found in git.commits_between(head, base)
+            for sha, found in git.commits_between(head, to)
             if found.get("Harness-Task") == task.task_id and "Harness-Call-Id" in found
         ]
         if mine:
             raise Diverged(
-                len(self.log.events),
-                f"a call on base {base[:12]}",
-                f"subtask commits between HEAD {head[:12]} and that base",
+                len(self.log.events), wanted, f"subtask commits between HEAD {head[:12]} and it"
             )
-        _move(git, head, base)
-        return base
+        _move(git, head, to)
 
     def nested(self, task: orchestrator.Task, sub: Subtask) -> nesting.Unit:
         """How the nested plan `sub` runs ended, as recorded. The nested task is replayed
@@ -442,6 +464,15 @@ def _step(task: orchestrator.Task, log: ReplayLog) -> bool:
         return True
     except Diverged:
         raise
+    except AwaitingApproval as halt:
+        # The person's verdict, as recorded, is the record's next line.
+        expected = log.expected
+        if expected is None:
+            return False
+        if expected["event"] not in VERDICTS or (expected.get("details") or {}).get("by") != HUMAN:
+            raise Diverged(len(log.events), describe(expected), f"a halt: {halt}") from None
+        log.copy_expected()
+        return True
     except Halted as halt:
         expected = log.expected
         if expected is None:

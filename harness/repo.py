@@ -113,6 +113,14 @@ class Repo:
         except ValueError:
             raise InvalidInput("the repository has no commits yet") from None
 
+    def identity(self) -> str | None:
+        """Who the person at this repository is to git ("Name <email>"), as a commit of
+        theirs would say; None when git knows no name or email."""
+        # As configured, never guessed from the host name: a verdict names a real person.
+        code, out, _ = self.try_git("-c", "user.useConfigOnly=true", "var", "GIT_COMMITTER_IDENT")
+        who = out.rpartition(">")[0] + ">" if code == 0 and ">" in out else ""
+        return who if who and not who.startswith(" ") and not who.endswith("<>") else None
+
     def branch(self) -> str:
         if self.repo.head.is_detached:
             raise InvalidInput("HEAD is detached: check out a branch first")

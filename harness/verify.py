@@ -75,6 +75,9 @@ class Check:
             found["flaky"] = self.flaky
         if self.flipped:
             found["flipped"] = list(self.flipped)
+        warned = max((warnings(run.log) for run in self.runs), default=0) if self.passed else 0
+        if warned:  # a supervisor is told of a pass that warned (supervision.py)
+            found["warnings"] = warned
         return found
 
     def summary(self) -> str:
@@ -99,6 +102,18 @@ class Check:
                 for r in self.runs
             ],
         }
+
+
+WARNING = re.compile(rb"\bwarn(?:ing)?s?\b", re.IGNORECASE)
+
+
+def warnings(log: Path) -> int:
+    """Lines of a command's output that speak of a warning (0 when it left no output)."""
+    try:
+        with log.open("rb") as out:
+            return sum(1 for line in out if WARNING.search(line))
+    except OSError:
+        return 0
 
 
 Boxes = Callable[[Path, Path], sandbox.Box | None]

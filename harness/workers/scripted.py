@@ -2,7 +2,8 @@
 
 Usage: scripted-cli --script FILE [--agent-id ID]. The script holds
 {"answers": [{"subtask": "T1", "retry": false, "exit": 0, "result": {...}}, ...]}; the
-first answer whose subtask (and, if given, retry flag) matches the prompt is played.
+first answer whose subtask (and, if given, retry flag) matches the prompt is played. An
+answer with "role": "audit" answers only a supervisor's call on that subtask.
 An answer may instead carry "error" {message, kind}, or "raw" text printed verbatim, plus
 "stderr", "sleep_s" and "ignore_term" to act out slow or stubborn agents. A call with no
 matching answer is a hard error, as is an envelope that is not exactly two valid lines.
@@ -23,6 +24,7 @@ from harness import __version__
 from harness.workers.shim import ShimError, read_envelope
 
 RETRY = "constrained-retry"
+AUDIT = "audit"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,9 +51,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _match(answers: list[dict[str, Any]], payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The first answer for the prompt's subtask and retry flag; a supervisor's call (role
+    audit) takes only an answer marked "role": "audit", and a worker's only one not."""
     retry = RETRY in payload["constraints"]
+    audit = payload["role"] == AUDIT
     for answer in answers:
-        if answer["subtask"] == payload.get("subtask") and answer.get("retry", retry) == retry:
+        if (
+            answer["subtask"] == payload.get("subtask")
+            and answer.get("retry", retry) == retry
+            and (answer.get("role") == AUDIT) == audit
+        ):
             return answer
     return None
 

@@ -30,7 +30,7 @@ import orjson
 from harness import errors, proc, registry, schemas, scope
 
 EXIT = {"ok": 0, "retryable": 1, "hard": 2}
-ANSWER_FIELDS = ("plan", "risks", "notes", "metrics", "artifacts")
+ANSWER_FIELDS = ("plan", "risks", "notes", "metrics", "artifacts", "verdict")
 
 
 class ShimError(Exception):
@@ -329,12 +329,20 @@ def render(env: Envelope, brief: str, launch: Launch) -> str:
         lines += ["", "Shell commands you may run (no network): " + "; ".join(launch.commands)]
     else:
         lines += ["", "Do not run shell commands."]
-    lines += [
-        "",
-        "Finish with a JSON object with the keys plan (list of {step, why}), risks,",
-        "notes (lists of strings), metrics (object) and artifacts (list of",
-        "{name, type, content}); cite findings as path:line.",
-    ]
+    if "verdict" in p["expected"]["fields"]:  # a supervisor's call (harness/supervision.py)
+        lines += [
+            "",
+            "Finish with a JSON object with the keys verdict ({action, reason, correction}:",
+            "action CONTINUE, REORIENT or PAUSE), notes and risks (lists of strings); cite",
+            "findings as path:line.",
+        ]
+    else:
+        lines += [
+            "",
+            "Finish with a JSON object with the keys plan (list of {step, why}), risks,",
+            "notes (lists of strings), metrics (object) and artifacts (list of",
+            "{name, type, content}); cite findings as path:line.",
+        ]
     return "\n".join(lines) + "\n"
 
 

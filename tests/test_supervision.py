@@ -9,10 +9,10 @@ import orjson
 import pytest
 
 from harness import envelope, supervision
+from harness.diffgate import Change
 from harness.plan import Subtask
 
 from .conftest import Sample, calc_patch, new_file_patch, ok, subtask
-
 
 # The second subtask adds a file of its own, so it lands on whatever the first one did.
 T2 = subtask("T2", depends_on=["T1"], creates=["src/extra.py"])
@@ -392,8 +392,6 @@ def test_flags_name_what_a_reviewer_should_reconcile() -> None:
         allow_mode_change=False,
         allow_api_change=False,
     )
-    from harness.diffgate import Change
-
     changes = [
         Change("add", "src/new.py", None, "x" * 900),
         Change("modify", "src/a.py", None, "y"),

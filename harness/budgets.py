@@ -2,10 +2,10 @@
 
 ai/harness.toml's [budgets] bound every task; a plan's `budgets` may only lower those, and a
 subtask's only its plan's. What was spent is read from the record: worker calls are the
-log's subagent_invoked lines (and a supervisor's, supervisor_invoked); cost and tokens are what each answer reported
-(metrics.cost_usd, metrics.tokens), or, for a CLI that reports tokens only, its tokens times
-the agent's price in [prices] (USD per million tokens). A cost neither reported nor priced
-is unknown, and a cost budget then says so rather than guess.
+log's subagent_invoked lines (and supervisors' supervisor_invoked); cost and tokens are what
+each answer reported (metrics.cost_usd, metrics.tokens), or, for a CLI that reports tokens
+only, its tokens times the agent's price in [prices] (USD per million tokens). A cost
+neither reported nor priced is unknown, and a cost budget then says so rather than guess.
 """
 
 from __future__ import annotations

@@ -806,9 +806,59 @@ class Subtask:
                 return False
             if not self.supervise(att, call, outcome.result, [], None):
                 return False
-        details = {"call_id": call.call_id, "commit": commit}
+        details: dict[str, Any] = {"call_id": call.call_id, "commit": commit}
+        if sub.loop is not None:
+            stopped = self.round_ended(att, call, commit)
+            if stopped is None:
+                return False  # the next round's call comes next, in its slot
+            details["loop"] = {"rounds": task.model.rounds(sub.id), "stopped": stopped}
         self.log.append("step_completed", "ok", step=sub.id, details=details)
         return True
+
+    def round_ended(
+        self, att: protocol.Attempt, call: envelope.Call, commit: str | None
+    ) -> str | None:
+        """A looped subtask's round is done: why the loop stops ("no_diff", "acceptance",
+        "max"), or None when it goes on: loop_continued is logged and the next round runs on
+        the head this one left, or, for an acceptance loop whose last change left criteria
+        unmet and which now got no change, acceptance_failed is (it never stops unmet)."""
+        sub, model = self.sub, self.task.model
+        loop, rounds = sub.loop, model.rounds(sub.id)
+        assert loop is not None
+        unmet = _unmet(att.last("phase_completed")) if commit is not None else []
+        if commit is None:
+            earlier = self.earlier_round()
+            unmet = [] if earlier is None else _unmet(earlier)
+            if loop.until == "acceptance" and unmet:
+                failures = {"check": "acceptance", "failures": unmet}
+                self.phase("acceptance", False)
+                self.error(
+                    "acceptance_failed", failures, "the loop ended unmet: " + "; ".join(unmet)
+                )
+                return None
+            return "no_diff"
+        if loop.until == "acceptance" and not unmet:
+            return "acceptance"
+        if rounds >= loop.rounds:
+            return "max"
+        why = "; ".join(unmet) if unmet else "the round changed files"
+        details = {"round": rounds, "call_id": call.call_id, "commit": commit, "why": why}
+        if unmet:
+            details["unmet"] = unmet
+        self.log.append("loop_continued", "ok", step=sub.id, details=details)
+        self.base = None  # the next round works on the head this one left
+        return None
+
+    def earlier_round(self) -> Event | None:
+        """The loop_continued that ended the round before this one (None in round 1)."""
+        if self.task.model.rounds(self.sub.id) == 1:
+            return None
+        found: Event = next(
+            e
+            for e in reversed(self.task.log.events)
+            if e["event"] == "loop_continued" and e.get("step") == self.sub.id
+        )
+        return found
 
     def cleared(self, ts: str, base: str) -> preflight.Cleared | None:
         """The pre-flight before a new call (preflight.py); its problems fail the step,
@@ -896,6 +946,9 @@ class Subtask:
             found.append({"name": "harness/previous-failure.txt", "text": retry_of})
         if correction is not None:
             found.append({"name": "harness/correction.txt", "text": correction})
+        loop, rounds = self.sub.loop, self.task.model.rounds(self.sub.id)
+        if loop is not None and rounds > 1:
+            found.append({"name": "harness/loop.txt", "text": _round_text(rounds, loop)})
         return found
 
     def answer(self, flight: Flight) -> worker.Outcome:
@@ -1112,7 +1165,10 @@ class Subtask:
                 cache=task.layout.state / "coverage",
                 base=base_copy,
             )
-            if not self.phase("acceptance", checks.accept(judge)):
+            loop, rounds = sub.loop, task.model.rounds(sub.id)
+            # Criteria a round leaves unmet are the next round's to meet, until the last.
+            lenient = loop is not None and loop.until == "acceptance" and rounds < loop.rounds
+            if not self.phase("acceptance", checks.accept(judge, lenient)):
                 return False
         return True
 
@@ -1301,6 +1357,23 @@ def _answer(
     if told is not None:
         told()
     return result
+
+
+def _round_text(rounds: int, loop: plan_mod.Loop) -> str:
+    until = {
+        "no_diff": "answer with no diffs once nothing is left to do",
+        "acceptance": "it ends once the acceptance criteria hold",
+    }[loop.until]
+    return (
+        f"Round {rounds} of at most {loop.rounds}: the base holds the earlier rounds' "
+        f"changes; {until}.\n"
+    )
+
+
+def _unmet(ev: Event | None) -> list[str]:
+    """The acceptance criteria a lenient loop round left unmet, as its event says."""
+    found = None if ev is None else ev.get("details", {}).get("unmet")
+    return [str(x) for x in found] if isinstance(found, list) else []
 
 
 def _detail(ev: Event, key: str) -> str | None:

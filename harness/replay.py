@@ -139,7 +139,7 @@ class RecordedChecks:
     def test(self, wt: Path, command: str) -> bool:
         return self._copy(("test_passed", "test_failed"), "test_failed")
 
-    def accept(self, judge: Judge) -> bool:
+    def accept(self, judge: Judge, lenient: bool = False) -> bool:
         return self._copy(("phase_completed", "acceptance_failed"), "acceptance_failed")
 
 

@@ -2,8 +2,8 @@
 
 Usage: scripted-cli --script FILE [--agent-id ID]. The script holds
 {"answers": [{"subtask": "T1", "retry": false, "exit": 0, "result": {...}}, ...]}; the
-first answer whose subtask (and, if given, retry flag) matches the prompt is played. An
-answer with "role": "audit" answers only a supervisor's call on that subtask.
+first answer whose subtask (and, if given, retry flag and loop round) matches the prompt is
+played. An answer with "role": "audit" answers only a supervisor's call on that subtask.
 An answer may instead carry "error" {message, kind}, or "raw" text printed verbatim, plus
 "stderr", "sleep_s" and "ignore_term" to act out slow or stubborn agents. A call with no
 matching answer is a hard error, as is an envelope that is not exactly two valid lines.
@@ -55,10 +55,15 @@ def _match(answers: list[dict[str, Any]], payload: dict[str, Any]) -> dict[str, 
     audit) takes only an answer marked "role": "audit", and a worker's only one not."""
     retry = RETRY in payload["constraints"]
     audit = payload["role"] == AUDIT
+    blobs = {b["name"]: b["text"] for b in payload["inputs"]["blobs"]}
+    # A looped subtask's round: "Round N of ..." from harness, 1 before it says.
+    loop = blobs.get("harness/loop.txt", "Round 1 ").split()
+    round_ = int(loop[1]) if len(loop) > 1 and loop[1].isdigit() else 1
     for answer in answers:
         if (
             answer["subtask"] == payload.get("subtask")
             and answer.get("retry", retry) == retry
+            and answer.get("round", round_) == round_
             and (answer.get("role") == AUDIT) == audit
         ):
             return answer

@@ -273,7 +273,12 @@ class Model:
         if status == "awaiting approval":
             asked = self.steps[step].attempt.last("approval_requested")
             base, tree = (short(_detail(asked, k)) for k in ("base", "tree"))
-            return f"review `git diff {base} {tree}`, then `harness approve` or `harness reject`"
+            what = (
+                f"`git diff {base} {tree}`"
+                if _detail(asked, "tree") is not None
+                else f"the answer of call {short(_detail(asked, 'call_id'))} (it changes no file)"
+            )
+            return f"review {what}, then `harness approve` or `harness reject`"
         return self.seen[step][1] if status in ("failed", "skipped") else None
 
     def goes_on(self, step: str) -> bool:
@@ -616,7 +621,7 @@ def _fallback(
 
 def _failure_words(failed: Event) -> str:
     if failed["event"] in ("subagent_failed", "supervisor_failed"):
-        return f"subagent_failed ({_detail(failed, 'kind')})"
+        return f"{failed['event']} ({_detail(failed, 'kind')})"
     return str(failed["event"])
 
 
@@ -628,8 +633,7 @@ def _applied(
         out.order(
             f"subagent_diffs_applied without subagent_succeeded of call {short(d.get('call_id'))}"
         )
-    else:
-        _legal_after_success("subagent_diffs_applied", att, out)
+    elif _legal_after_success("subagent_diffs_applied", att, out):
         _unapproved("subagent_diffs_applied", att, out)
     if att.has("subagent_diffs_applied"):
         out.order(f"a second subagent_diffs_applied in attempt {att.number}")
@@ -674,7 +678,7 @@ def _failed(
     if _other_plan(st.attempt, d):
         out.order(f"step_failed for {step} names a plan its plan_started does not")
     paused = st.attempt.failure is not None and st.attempt.failure["event"] == "step_paused"
-    if paused and "on_error" in d:
+    if paused and d.get("on_error", "stop") != "stop":
         out.order(f"step_failed for {step} under on_error {d['on_error']} after step_paused")
     st.attempt.add(ev)
     st.failed, st.failed_at = ev, seq
@@ -698,6 +702,9 @@ def _ask(
         out.order(f"{name} in attempt {att.number}, which asked a verdict already")
     if att.has("subagent_diffs_applied"):
         out.order(f"{name} after the attempt's change was committed")
+    judged = d.get("of") if name == "supervisor_invoked" else d.get("call_id")
+    if att.call_id is not None and judged != att.call_id:
+        out.order(f"{name} judges call {short(judged)}, not the attempt's {short(att.call_id)}")
     att.add(ev)
     if name == "supervisor_invoked":
         call = d.get("call_id")
@@ -724,6 +731,8 @@ def _verdict(
             out.order("step_paused by a person: a person approves or rejects")
         elif not isinstance(d.get("who"), str) or not d["who"]:
             out.order(f"{name} by a person names nobody (details.who)")
+        elif d.get("call_id") != att.call_id:
+            out.order(f"{name} by a person for call {short(d.get('call_id'))}, not the attempt's")
     elif not att.judging or d.get("call_id") != _detail(att.last("supervisor_invoked"), "call_id"):
         out.order(f"{name} for call {short(d.get('call_id'))}, which awaits no verdict")
     else:

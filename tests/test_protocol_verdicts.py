@@ -102,15 +102,6 @@ def findings(events: list[Event], needs: dict[str, tuple[str, ...]] | None = Non
     return fed(events, needs)[1]
 
 
-# protocol._applied asks _unapproved even when _legal_after_success found the attempt failed,
-# as _completed and _round do not: one line wrong gives two findings (protocol.py's rule:
-# "one broken line is one finding").
-TWO_FOR_ONE_LINE = pytest.mark.xfail(
-    strict=True,
-    reason="subagent_diffs_applied after a reorient or pause is also called 'before "
-    "step_approved': _applied does not gate _unapproved on _legal_after_success",
-)
-
 # A change rejected (by the supervisor, or a person), retried, and called again: attempt 2
 # succeeded, ready for its own ask.
 REASKED = [*START, asked(), said("step_reoriented"), retried(), *worked(call_id="b", attempt=2)]
@@ -303,7 +294,6 @@ CASES = [
         ["subagent_diffs_applied after step_reoriented in the same attempt"],
         [*START, asked(), said("step_approved"), applied()],
         id="applied-after-reoriented",
-        marks=TWO_FOR_ONE_LINE,
     ),
     pytest.param(
         [*START, asked(), said("step_reoriented"), completed(commit=None)],
@@ -316,14 +306,12 @@ CASES = [
         ["subagent_diffs_applied after step_reoriented in the same attempt"],
         [*START, requested(), person("step_approved"), applied()],
         id="applied-after-a-person-rejected",
-        marks=TWO_FOR_ONE_LINE,
     ),
     pytest.param(
         [*START, asked(), said("step_paused"), applied()],
         ["subagent_diffs_applied after step_paused in the same attempt"],
         [*START, asked(), said("step_approved"), applied()],
         id="applied-after-paused",
-        marks=TWO_FOR_ONE_LINE,
     ),
     # -- retries, fallbacks and ends after a verdict --------------------------------------
     pytest.param(
@@ -519,11 +507,6 @@ def test_a_pause_fails_the_step_under_stop_and_blocks_it() -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="protocol._failed refuses any on_error after step_paused, even an explicit "
-    '"stop", which Model.stops and every other rule read as the default',
-)
 def test_a_pause_failed_under_an_explicit_stop_is_legal() -> None:
     events = [*START, asked(), said("step_paused"), step_failed("stop")]
     assert findings(events) == []
@@ -594,12 +577,6 @@ def test_an_unsupervised_attempt_asked_nothing() -> None:
     assert not (att.awaiting or att.judging)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Model.reason words an answer with no change (approval_requested tree None) as "
-    "`git diff <base> None`, a command that fails; the orchestrator names the exchange "
-    "folder instead",
-)
 def test_the_reason_for_an_answer_without_a_change_names_no_tree_of_none() -> None:
     model, found = fed([*START, requested(tree=None)], ONE)
     assert found == [] and model.status("T1") == "awaiting approval"
@@ -687,11 +664,6 @@ def test_loop_continued_resets_the_retry_budget() -> None:
 # -- gaps: verdicts and requests that name a call nothing ties them to -------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="protocol._ask and _verdict never compare approval_requested's call_id, "
-    "supervisor_invoked's `of`, or a person's verdict's call_id with the attempt's call",
-)
 @pytest.mark.parametrize(
     "events",
     [
@@ -708,10 +680,6 @@ def test_a_request_or_persons_verdict_naming_another_call_is_refused(
     assert any("zz" in text for text in findings(events))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="protocol._failure_words words every supervisor_failed as `subagent_failed (kind)`",
-)
 @pytest.mark.parametrize(
     ("tail", "expected"),
     [

@@ -245,6 +245,7 @@ def cmd_step(args: argparse.Namespace) -> int:
             # so a board on the terminal is closed under its last drawing first.
             with live.shown(args.quiet, args.json) as (progress, say):
                 task.live = progress
+                task.person = not getattr(args, "no_human", False)
                 slots = task.slots(getattr(args, "max_parallel", 1))
                 for done in orchestrator.steps(task, once=not args.loop, slots=slots):
                     if done is None:
@@ -514,6 +515,11 @@ def _parser() -> argparse.ArgumentParser:
                 default=1,
                 metavar="N",
                 help="subtasks in flight at once (default 1; plan.json's max_parallel caps it)",
+            )
+            p.add_argument(
+                "--no-human",
+                action="store_true",
+                help="nobody is at hand (CI): refuse before any call if a person must approve",
             )
     p = on_task("status", cmd_status, "per subtask: status, commit, call_id")
     p.add_argument("--json", action="store_true")

@@ -179,7 +179,7 @@ def run(parent: Task, sub: Subtask, account: budgets.Account, slots: int) -> Uni
     child = orchestrator.Task.load(
         parent.layout, sub.plan, parent.log.clock, depth=parent.depth + 1
     )
-    child.worker, child.probed = parent.worker, parent.probed
+    child.worker, child.probed, child.person = parent.worker, parent.probed, parent.person
     child.live = Prefixed(parent.live, f"{sub.plan}/")
     error = None
     try:

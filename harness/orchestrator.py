@@ -113,6 +113,7 @@ class Task:
     worker: Worker | None = None  # who answers calls: the sandboxed agent unless a test says
     live: Live = field(default_factory=Silent)  # progress for people, never recorded
     depth: int = 0  # how deep in plans running plans this task runs (nesting.py)
+    person: bool = True  # someone may approve a change now (`run --no-human`: nobody)
 
     @classmethod
     def load(
@@ -264,6 +265,8 @@ def steps(
         )
     settle(task)
     refuse_dirty(task)
+    if task.recording is None:  # a replay calls no agent: what it was answered is recorded
+        preflight_run(task)
     if task.model.started is None:
         task.log.append("task_started", "ok", details={"subtasks": len(task.plan.subtasks)})
     task.sync_checklist()
@@ -522,6 +525,25 @@ class Run:
         why = "; ".join(f"{s} {model.status(s)}: {model.reason(s)}" for s in ended)
         log.append("blocker_encountered", "blocked", error=why)
         raise Halted(f"task {self.task.task_id} is not complete: {why}")
+
+
+def preflight_run(task: Task) -> None:
+    """Refuse the run before its first call, nothing logged, when anything a subtask still
+    to run needs is missing: every problem at once (preflight.remaining)."""
+    head = task.git.head()
+    checker = preflight.Checker(
+        task.agents,
+        task.token_store(),
+        task.log.now(),
+        task.probe,
+        lambda paths: task.git.blob_hashes(head, paths),
+    )
+    found = preflight.remaining(task.plan, task.model, checker, task.supervisor, task.person)
+    if found:
+        raise Halted(
+            f"pre-flight of task {task.task_id}: {len(found)} problem(s), no worker called: "
+            + "; ".join(found)
+        )
 
 
 def resume(task: Task, reason: str) -> Any:

@@ -1,11 +1,14 @@
 """Pre-flight: what must hold before a subtask's first call, checked the same way by
-`harness plan validate` (every subtask) and by `next`/`run` (the subtask about to be called,
-whose failure is logged as a step_failed in phase "preflight" and then a blocker).
+`harness plan validate` (every subtask), by `next`/`run` before their first call (every
+subtask still to run: any problem refuses the command, all listed at once, nothing logged
+and no worker called), and again just before each new call (what changed since, a one-shot
+token spent, say: logged as a step_failed in phase "preflight", then a blocker).
 
 Each problem is one line naming the subtask. What is checked: a registry agent takes the
 subtask's role; that agent is present and its CLI's version in range (asked once per agent);
 a usable write token covers what the subtask may write ("write_scope": "none" needs none);
-and its inputs exist at the base. An input a subtask depends on another to create is checked
+its inputs exist at the base; its supervisor can run, and a person is at hand for a
+subtask a person must approve. An input a subtask depends on another to create is checked
 only once that one is done: `plan validate` checks the inputs of subtasks with no
 dependencies.
 """
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import budgets, config, nesting, registry, repo, tokens
+from . import budgets, config, nesting, protocol, registry, repo, tokens
 from . import plan as plan_mod
 from .contain import Containment
 from .errors import HarnessError, InvalidInput
@@ -104,6 +107,37 @@ class Checker:
         if found is None or why is not None:
             return None, why
         return found.id, None
+
+
+def remaining(
+    plan: Plan,
+    model: protocol.Model,
+    checker: Checker,
+    supervisor: Agent | None,
+    person: bool,
+) -> list[str]:
+    """Before a run's first call: every problem of the subtasks it may still call, in plan
+    order. A subtask whose call was made needs no token or inputs again (its change is
+    checked as it lands); inputs are looked up for subtasks whose dependencies are done (the
+    others' inputs may be what those create)."""
+    found: list[str] = []
+    for sub in plan_mod.order(plan):
+        if sub.plan is not None or model.resolved(sub.id):
+            continue
+        if model.attempt(sub.id).invoked is None:
+            ready = all(dep in model.done for dep in sub.depends_on)
+            result = checker.subtask(sub, inputs=ready, fallbacks=model.fallbacks(sub.id))
+            found += result if isinstance(result, list) else []
+        if sub.supervised == plan_mod.AGENT and supervisor is not None:
+            why = checker.agent_problem(supervisor)
+            if why is not None:
+                found.append(f"subtask {sub.id}: its supervisor {why}")
+        if sub.supervised == plan_mod.HUMAN and not person:
+            found.append(
+                f"subtask {sub.id}: a person must approve it (supervised: human), "
+                "but --no-human says none is at hand"
+            )
+    return list(dict.fromkeys(found))
 
 
 def unroutable(sub: Subtask, agent_id: str | None) -> str:

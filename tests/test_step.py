@@ -254,22 +254,24 @@ def test_envelope_is_two_lines_with_call_id_and_scope(sample: Sample) -> None:
     assert meta["exit_code"] == 0 and meta["outcome"] == {"status": "ok"}
 
 
-def test_no_usable_token_blocks_before_the_call(sample: Sample) -> None:
+def test_no_usable_token_refuses_the_run_before_any_call(sample: Sample) -> None:
     sample.write_json("ai/agents/write_tokens.json", {"tokens": []})
     sample.write_plan([subtask("T1")])
     sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
     head = sample.head()
     res = sample.cli("next", "demo")
     assert res.returncode == 1
-    assert "subagent_invoked" not in sample.names()  # no worker was asked to write in vain
-    failed = next(e for e in sample.events() if e["event"] == "step_failed")
-    assert failed["error"] == "subtask T1: no usable token covers src/**"
-    assert failed["details"]["phase"] == "preflight"
-    assert sample.names()[-1] == "blocker_encountered"
-    status = sample.cli("status", "demo").stdout
-    assert "no usable token covers src/**" in status
-    assert sample.git("rev-parse", "HEAD~1").strip() == head  # only the record commit
+    assert res.stderr == (
+        "harness: pre-flight of task demo: 1 problem(s), no worker called: "
+        "subtask T1: no usable token covers src/**\n"
+    )
+    assert sample.events() == []  # no worker was asked to write in vain; nothing logged
+    assert sample.head() == head
     assert sample.status_outside_ai() == ""
+    # Its twin: a token issued, the same command runs, no resume needed.
+    res = sample.cli("tokens", "issue", "--paths", "src/**", "--ttl", "1d")
+    assert res.returncode == 0, res.stderr
+    assert sample.cli("next", "demo").returncode == 0
 
 
 @pytest.mark.parametrize("diffs", [True, False], ids=["diffs-refused", "twin"])
@@ -312,12 +314,14 @@ def test_one_shot_token_is_spent_by_its_first_applied_diff(sample: Sample) -> No
             ok("T2", ("src/calc.py", calc_patch("B = 1"))),
         ]
     )
-    assert sample.cli("next", "demo").returncode == 0
+    # Usable for both at the run's start; spent by T1, so T2's own pre-flight fails.
+    res = sample.cli("run", "demo")
+    assert res.returncode == 1
     token = sample.read_json("ai/agents/write_tokens.json")["tokens"][0]
     assert token["spent"]["task_id"] == "demo"
-    res = sample.cli("next", "demo")
-    assert res.returncode == 1
-    assert sample.events()[-2]["error"] == "subtask T2: no usable token covers src/**"
+    failed = sample.events()[-2]
+    assert failed["error"] == "subtask T2: no usable token covers src/**"
+    assert failed["details"]["phase"] == "preflight"
     assert sample.names().count("subagent_invoked") == 1  # T2 was never called
 
 
@@ -427,7 +431,7 @@ def test_worker_sees_only_the_allowlisted_environment(sample: Sample) -> None:
 
 
 @pytest.mark.parametrize("broken", ["out of range", "missing"])
-def test_an_agent_that_cannot_run_blocks_before_any_call_logged_and_shown(
+def test_an_agent_that_cannot_run_refuses_the_run_before_any_call(
     sample: Sample, broken: str
 ) -> None:
     reg = sample.read_json("ai/agents/registry.json")
@@ -443,20 +447,16 @@ def test_an_agent_that_cannot_run_blocks_before_any_call_logged_and_shown(
     assert validate.returncode == 2 and why in validate.stderr  # the same pre-flight
     res = sample.cli("next", "demo")
     assert res.returncode == 1 and why in res.stderr
-    assert "subagent_invoked" not in sample.names()
-    failed = next(e for e in sample.events() if e["event"] == "step_failed")
-    assert failed["details"]["phase"] == "preflight" and why in failed["error"]
-    assert sample.names()[-1] == "blocker_encountered"
+    assert "pre-flight of task demo: 1 problem(s), no worker called" in res.stderr
+    assert sample.events() == []  # refused before the run began: nothing to resume
     status = sample.cli("status", "demo", "--json")
-    row = orjson.loads(status.stdout)["subtasks"][0]
-    assert row["status"] == "blocked" and why in row["reason"]
-    # Its twin: the agent fixed, a person resumes, and the call is made.
+    assert orjson.loads(status.stdout)["subtasks"][0]["status"] == "pending"
+    # Its twin: the agent fixed, the same command makes the call.
     sample.write_json(
         "ai/agents/registry.json",
         sample.read_json("ai/agents/registry.json")
         | {"agents": [reg["agents"][0] | {"cmd": "agents/scripted-cli", "version": ">=0.1"}]},
     )
-    assert sample.cli("resume", "demo", "--reason", "agent fixed").returncode == 0
     assert sample.cli("next", "demo").returncode == 0
 
 

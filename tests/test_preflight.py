@@ -1,0 +1,80 @@
+"""The run's pre-flight end to end: every problem of the subtasks still to run listed at
+once, before any call, with nothing logged; `run --no-human` refused when a person must
+approve a change."""
+
+from __future__ import annotations
+
+from .conftest import Sample, calc_patch, new_file_patch, ok, subtask
+from .test_supervision import with_auditor
+
+
+def test_every_problem_is_listed_at_once_and_no_worker_is_called(sample: Sample) -> None:
+    with_auditor(sample)
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"][1]["version"] = ">=99"  # the supervisor cannot run
+    sample.write_json("ai/agents/registry.json", reg)
+    sample.write_plan(
+        [
+            subtask("T1", write_scope="lib/**"),  # no token covers lib/**
+            subtask("T2", inputs=["src/gone.py"]),  # an input missing at HEAD
+            subtask("T3", depends_on=["T1"], inputs=["src/later.py"]),  # may be T1's to make
+            subtask("T4", supervised=True),
+            subtask("T5", supervised="human"),
+        ]
+    )
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    head = sample.head()
+    res = sample.cli("run", "demo", "--no-human")
+    assert res.returncode == 1
+    assert res.stderr.startswith(
+        "harness: pre-flight of task demo: 4 problem(s), no worker called: "
+    )
+    for problem in (
+        "subtask T1: no usable token covers lib/**",
+        "subtask T2: input not found: src/gone.py",
+        "subtask T4: its supervisor agent auditor:",
+        "subtask T5: a person must approve it (supervised: human), but --no-human says none",
+    ):
+        assert problem in res.stderr
+    assert "T3" not in res.stderr
+    assert sample.events() == []
+    assert not (sample.root / "ai" / "exchanges").exists()
+    assert sample.head() == head and sample.status_outside_ai() == ""
+    # `next` pre-flights the same subtasks, a person at hand.
+    res = sample.cli("next", "demo")
+    assert res.returncode == 1 and "3 problem(s)" in res.stderr and "T5" not in res.stderr
+
+
+def test_no_human_is_refused_while_a_person_must_approve_and_its_twin_runs(
+    sample: Sample,
+) -> None:
+    sample.write_plan(
+        [
+            subtask("T1"),
+            subtask("T2", depends_on=["T1"], creates=["src/extra.py"], supervised="human"),
+        ]
+    )
+    extra = new_file_patch("src/extra.py", ["B = 2"])
+    sample.write_script(
+        [ok("T1", ("src/calc.py", calc_patch())), ok("T2", ("src/extra.py", extra))]
+    )
+    res = sample.cli("run", "demo", "--no-human")
+    assert res.returncode == 1 and "subtask T2: a person must approve it" in res.stderr
+    assert sample.events() == []
+    # Its twin: without --no-human, the run goes as far as the person's approval.
+    res = sample.cli("run", "demo")
+    assert res.returncode == 1 and "T2 awaits approval" in res.stderr
+    assert [e["step"] for e in sample.events() if e["event"] == "step_completed"] == ["T1"]
+    # Still awaiting: CI's run is refused, before anything.
+    before = sample.events()
+    res = sample.cli("run", "demo", "--no-human")
+    assert res.returncode == 1 and "a person must approve it" in res.stderr
+    assert sample.events() == before
+    # A person approves; the next run commits it, and the record holds up.
+    sample.git("config", "user.name", "Ada Reviewer")
+    sample.git("config", "user.email", "ada@example.org")
+    assert sample.cli("approve", "demo", "T2").returncode == 0
+    res = sample.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+    assert sample.cli("audit", "demo").returncode == 0
+    assert sample.cli("replay", "demo").returncode == 0

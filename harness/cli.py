@@ -338,7 +338,7 @@ def cmd_policy_show(args: argparse.Namespace) -> int:
     print(f"agent: {printable(shown['agent'])}\ncli: {shown['cli'] or '-'}\npolicy: {where}")
     print(f"launch: {printable(shlex.join(shown['launch']))}")
     if shown["cli"] is None:
-        print("(not a claude, codex or gemini shim: it gets the policy as launch args only)")
+        print("(no claude, codex or gemini shim: of the policy it gets the commands it keeps)")
         return 0
     for key, label in (("writable", "writable"), ("read_only", "read-only")):
         print(f"{label}: {printable(shlex.join(shown[key]))}")

@@ -31,7 +31,7 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
     """Ask the first agent able to `plan` (read-only) for a plan; validate it; write the draft."""
     root = layout.root
     cfg = config.load(layout.config)
-    agents = policy.apply(registry.load(layout.registry, root), policy.load(layout))
+    agents = policy.apply(registry.load(layout.registry, root), policy.load(layout), root)
     agent = registry.route(agents, "plan", None)
     if agent is None:
         raise InvalidInput("ai/agents/registry.json: no agent takes role 'plan'")

@@ -34,6 +34,7 @@ turns into its CLI's flags and checks what the CLI reports having done against.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import tomllib
@@ -204,12 +205,49 @@ def _starts(path_glob: str, var: str) -> bool:
     return path_glob == var or path_glob.startswith(var + "/")
 
 
-def apply(agents: list[Agent], found: Policy | None) -> list[Agent]:
+# The longest `--policy` argument: Linux refuses to start a program with a longer one.
+MAX_ARG = 100_000
+
+
+def apply(agents: list[Agent], found: Policy | None, root: Path) -> list[Agent]:
     """The agents with their part of the policy as launch arguments; as they are without
-    one."""
+    one. A harness shim gets it all as `--policy`; any other program speaks only
+    `--allow-command`, so it gets the commands the policy keeps that way."""
     if found is None:
         return agents
-    return [replace(a, policy=("--policy", found.effective(a.commands).wire())) for a in agents]
+    applied = []
+    for agent in agents:
+        part = found.effective(agent.commands)
+        if shim_of(agent.executable(root)) is None:
+            args = tuple(arg for c in part.commands for arg in ("--allow-command", c))
+        else:
+            args = ("--policy", part.wire())
+            if len(args[1].encode()) > MAX_ARG:
+                raise InvalidInput(
+                    f"{LABEL}: agent {agent.id}'s part is over {MAX_ARG} bytes, more than "
+                    "its command line can carry"
+                )
+        applied.append(replace(agent, policy=args))
+    return applied
+
+
+# What a launcher harness writes runs: `python -m harness.workers.<cli>`.
+_SHIM = re.compile(rb"harness\.workers\.(claude|codex|gemini)\b")
+
+
+def shim_of(executable: Path) -> str | None:
+    """The CLI a launcher drives, read from the launcher harness writes; None for a program
+    that is no harness shim, or no file harness can read (the version probe says why)."""
+    # Resolved: a launcher may be linked in from elsewhere, and is run through the link.
+    try:
+        fh = files.open_regular(Path(os.path.realpath(executable)), str(executable))
+    except InvalidInput:
+        return None
+    if fh is None:
+        return None
+    with fh:
+        found = _SHIM.search(fh.read(4096))
+    return found.group(1).decode() if found else None
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -305,7 +343,6 @@ def _path_matches(path: str, globs: list[str]) -> bool:
 
 # Where a call's throw-away copy lies in the sandbox: a fresh folder under its home each time.
 SHOWN_WORKSPACE = sandbox.HOME / "sandbox-XXXXXXXX"
-_SHIM = re.compile(rb"harness\.workers\.(claude|codex|gemini)\b")
 
 
 def show(layout: Layout, agent_id: str) -> dict[str, Any]:
@@ -315,12 +352,12 @@ def show(layout: Layout, agent_id: str) -> dict[str, Any]:
     from .workers import shim  # it imports this module: no cycle at import
 
     found = load(layout)
-    agents = apply(registry.load(layout.registry, layout.root), found)
+    agents = apply(registry.load(layout.registry, layout.root), found, layout.root)
     agent = next((a for a in agents if a.id == agent_id), None)
     if agent is None:
         raise InvalidInput(f"ai/agents/registry.json: no agent {agent_id!r}")
     launch_argv = [agent.cmd, *agent.argv(layout.root)[1:]]
-    cli = _cli(agent.executable(layout.root))
+    cli = shim_of(agent.executable(layout.root))
     argv: dict[str, list[str] | None] = {"writable": None, "read_only": None}
     if cli is not None:
         try:
@@ -352,15 +389,3 @@ def _cli_argv(cli: str, launch: Launch, scope: str, budgets: dict[str, Any]) -> 
     if cli == "codex":
         return codex.command(env, box, Path("<schema file>"), Path("<last message file>"), launch)
     return gemini.command(env, launch)
-
-
-def _cli(executable: Path) -> str | None:
-    """The CLI the agent's launcher drives, read from the launcher harness writes; None for
-    a program that is no harness shim."""
-    # Resolved: a launcher may be linked in from elsewhere, and is run through the link.
-    fh = files.open_regular(executable.resolve(), str(executable))
-    if fh is None:
-        return None
-    with fh:
-        found = _SHIM.search(fh.read(4096))
-    return found.group(1).decode() if found else None

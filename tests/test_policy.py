@@ -20,7 +20,7 @@ from harness.registry import Agent
 from harness.workers import claude, codex, gemini, shim
 
 from .builders import FAST
-from .conftest import Sample, subtask
+from .conftest import Sample, calc_patch, ok, subtask
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKES = ROOT / "tests" / "fakes"
@@ -115,7 +115,7 @@ def launch_of(eff: policy.Effective) -> shim.Launch:
 def test_no_file_is_no_policy(tmp_path: Path) -> None:
     assert policy.load(Layout(tmp_path)) is None
     agents = [Agent("a", "cmd", ">=0", ("r",), (), (), None, commands=("pytest -q",))]
-    assert policy.apply(agents, None) is agents
+    assert policy.apply(agents, None, tmp_path) is agents
     assert agents[0].argv(tmp_path)[1:] == ["--allow-command", "pytest -q"]
 
 
@@ -400,14 +400,32 @@ def test_a_bad_policy_argument_is_refused(args: list[str], words: str) -> None:
         shim.parse_launch(args)
 
 
-def test_under_a_policy_the_agent_is_launched_with_it_alone(tmp_path: Path) -> None:
+def test_under_a_policy_a_shim_is_launched_with_it_alone(tmp_path: Path) -> None:
     found = loaded(tmp_path, NO_PUSH)
-    agent = Agent("a", "cmd", ">=0", ("r",), ("--agent-id", "a"), (), None, commands=("git",))
-    [applied] = policy.apply([agent], found)
+    cmd = str(ROOT / "agents" / "codex-cli")
+    agent = Agent("a", cmd, ">=0", ("r",), ("--agent-id", "a"), (), None, commands=("git",))
+    [applied] = policy.apply([agent], found, tmp_path)
     argv = applied.argv(tmp_path)
     assert argv[1:3] == ["--agent-id", "a"] and "--allow-command" not in argv
     assert argv[3] == "--policy" and len(argv) == 5
     assert shim.parse_launch(argv[1:]).commands == ("git",)
+
+
+def test_a_program_that_is_no_shim_gets_the_kept_commands_only(tmp_path: Path) -> None:
+    found = loaded(tmp_path, NO_PUSH)
+    agent = Agent("a", "bin/mine", ">=0", ("r",), (), (), None, commands=("git", "git push"))
+    [applied] = policy.apply([agent], found, tmp_path)
+    assert applied.argv(tmp_path)[1:] == ["--allow-command", "git"]
+    [none_kept] = policy.apply([agent], loaded(tmp_path, "[bash]\nenabled = false"), tmp_path)
+    assert none_kept.argv(tmp_path)[1:] == []
+
+
+def test_a_policy_too_long_for_a_command_line_is_refused(tmp_path: Path) -> None:
+    globs = ", ".join(f'"/x/{i}/**"' for i in range(20_000))
+    found = loaded(tmp_path, f"[read]\ndeny = [{globs}]\n")
+    agent = Agent("big", str(ROOT / "agents" / "claude-cli"), ">=0", ("r",), (), (), None)
+    with pytest.raises(InvalidInput, match="agent big's part is over 100000 bytes"):
+        policy.apply([agent], found, tmp_path)
 
 
 # -- the flags of each CLI ----------------------------------------------------------------------
@@ -655,6 +673,16 @@ def test_a_file_change_the_policy_denies_refuses_codexs_answer(
     assert_replays_and_audits(sample)
 
 
+def test_a_protocol_worker_runs_under_a_policy_as_before(sample: Sample) -> None:
+    """The scripted worker knows no --policy: it is given none, and runs."""
+    set_policy(sample, SEED)
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert sample.cli("run", "demo").returncode == 0
+    assert sample.names()[-1] == "task_completed"
+    assert "--policy" not in meta_argv(sample)
+
+
 def test_a_bad_policy_stops_a_run_before_anything_is_written(sample: Sample) -> None:
     use(sample, "codex")
     sample.write_plan([subtask("T1")])
@@ -715,7 +743,7 @@ def test_policy_show_without_a_policy_shows_the_flags_as_before(sample: Sample) 
 def test_policy_show_of_an_agent_that_is_no_shim(sample: Sample) -> None:
     doc = shown(sample, "scripted")
     assert doc["cli"] is None and doc["writable"] is None
-    assert "launch args only" in sample.cli("policy", "show", "scripted").stdout
+    assert "the commands it keeps" in sample.cli("policy", "show", "scripted").stdout
 
 
 @pytest.mark.parametrize(

@@ -107,10 +107,6 @@ class Effective:
         commands = _strings(doc["commands"], "commands")
         return cls(commands, _strings(doc["deny_commands"], "deny_commands"), rules)
 
-    def refusal(self, command: str) -> str | None:
-        """Why a command the CLI ran is refused, or None (see `refusal`)."""
-        return refusal(command, self.commands, self.denied)
-
     def path_refusal(self, tool: str, path: str, workspace: str, home: str) -> str | None:
         """Why the CLI's `tool` may not touch `path` (absolute, or relative to the
         workspace), or None: the tool is off, a deny glob matches (first), or allow globs
@@ -276,7 +272,7 @@ def _unwrapped(command: str) -> str | None:
     return inner[2].strip() if inner is not None and len(inner) == 3 else None
 
 
-def plain(command: str) -> list[str] | None:
+def _plain(command: str) -> list[str] | None:
     """The words of a command a CLI ran, or None when it holds shell syntax or does not
     parse: only a plain command can be held to a list of allowed prefixes."""
     text = _unwrapped(command)
@@ -312,7 +308,7 @@ def refusal(command: str, allowed: Iterable[str], denied: Iterable[str]) -> str 
         hit = next((p for p in patterns if matches(piece, p)), None)
         if hit is not None:
             return f"the policy denies ({hit})"
-    words = plain(command)
+    words = _plain(command)
     if words is None or not any(words[: len(c.split())] == c.split() for c in allowed):
         return "not on the allowlist"
     return None

@@ -257,13 +257,10 @@ def check_tool_calls(
     doc = orjson.loads(ran.stdout)  # result_message has parsed it already
     if not isinstance(doc, list):
         return
-    refused = {
-        str(d.get("tool_use_id"))
-        for d in final.get("permission_denials") or []
-        if isinstance(d, dict)
-    }
+    denials = final.get("permission_denials")
+    refused = {d.get("tool_use_id") for d in denials or [] if isinstance(d, dict)} - {None}
     for call in _tool_calls(doc):
-        if str(call.get("id")) in refused:
+        if call.get("id") in refused:
             continue
         name, given = call.get("name"), call.get("input")
         given = given if isinstance(given, dict) else {}

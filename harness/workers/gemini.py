@@ -60,7 +60,7 @@ def command(env: shim.Envelope, launch: shim.Launch) -> list[str]:
     `--allowed-tools` lets through only the registry's commands. Gemini has no way to run
     them without network short of its container sandbox, which the shim does not assume.
     Under a policy that turns write or edit off, edits are no longer approved as a whole
-    (auto_edit) but tool by tool; its read and web tools need no approval, so no flag
+    (auto_edit) but tool by tool; its read and search tools need no approval, so no flag
     turns them off.
     """
     edits: list[str] = []

@@ -186,8 +186,10 @@ class Launch:
     policy: policy.Effective | None = None
 
     def refusal(self, command: str) -> str | None:
-        """Why a command the CLI ran is refused, or None: the policy's denylist first, then
-        the allowed prefixes."""
+        """Why a command the CLI ran is refused, or None when it may run: the policy's
+        denylist first, then the allowed prefixes (its words must start with the words of
+        an allowed command, with no shell syntax anywhere; the `bash -lc '...'` wrapper a
+        CLI puts around a command is looked through, once)."""
         denied = self.policy.denied if self.policy is not None else ()
         return policy.refusal(command, self.commands, denied)
 
@@ -247,13 +249,6 @@ def identity(args: list[str], default: str) -> str:
     # Paired as parse_launch pairs them: flag, value, flag, value.
     named = [v for f, v in zip(args[::2], args[1::2], strict=False) if f == "--agent-id"]
     return next((v for v in reversed(named) if AGENT_ID.fullmatch(v)), default)
-
-
-def allowed_command(command: str, launch: Launch) -> bool:
-    """Whether a command an agent ran may run: its words start with the words of an allowed
-    command, with no shell syntax anywhere, and the policy denies it not. The `bash -lc
-    '...'` wrapper a CLI puts around a command is looked through, once."""
-    return launch.refusal(command) is None
 
 
 def role_brief(role: str, repo: Path, launch: Launch) -> str:

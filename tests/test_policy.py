@@ -220,6 +220,44 @@ def test_a_bad_policy_is_one_line_naming_the_file_and_key(
     assert loaded(tmp_path, fixed) is not None
 
 
+SECTIONS = st.sampled_from([*policy.TOOLS, "bash", "reed"])
+KEYS = st.sampled_from(["enabled", "allow", "deny", "allowlist", "denylist", "rate_limit", "x"])
+VALUES = st.one_of(
+    st.booleans(),
+    st.integers(-2, 2),
+    st.text(max_size=8),
+    st.lists(st.one_of(st.text(alphabet="ab*/~$,() ", max_size=8), st.integers(-2, 2)), max_size=3),
+)
+
+
+@FAST
+@given(
+    st.one_of(st.none(), st.booleans()),
+    st.dictionaries(SECTIONS, st.dictionaries(KEYS, VALUES, max_size=3), max_size=4),
+    st.lists(st.sampled_from(["git", "pytest -q", "ls"]), unique=True),
+)
+def test_any_policy_file_is_read_or_refused_in_one_line(
+    tmp_path: Path, default_deny: bool | None, sections: dict[str, Any], listed: list[str]
+) -> None:
+    """Whatever the file holds, harness reads it or refuses it with one line (never a crash),
+    and what it reads the shims can take."""
+    lines = [] if default_deny is None else [f"default_deny = {str(default_deny).lower()}"]
+    for name, keys in sections.items():
+        lines.append(f"[{name}]")
+        lines += [f"{k} = {orjson.dumps(v).decode()}" for k, v in keys.items()]  # JSON is TOML here
+    try:
+        found = loaded(tmp_path, "\n".join(lines) + "\n")
+    except InvalidInput as exc:
+        assert str(exc).startswith("ai/policy.toml: ") and "\n" not in str(exc)
+        return
+    assert found is not None
+    launch = launch_of(found.effective(listed))
+    assert set(launch.commands) <= set(listed)
+    for writable in (True, False):
+        claude.tool_rules(writable, launch, "/w", "/h")
+        gemini.command(_env(writable), launch)
+
+
 def test_a_policy_that_is_no_regular_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "ai").mkdir()
     (tmp_path / "elsewhere.toml").write_text("default_deny = true\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import signal
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from . import (
     logview,
     orchestrator,
     personas,
+    policy,
     preflight,
     recordset,
     replay,
@@ -350,6 +352,24 @@ def cmd_registry_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_policy_show(args: argparse.Namespace) -> int:
+    shown = policy.show(_layout(args), args.agent)
+    if args.json:
+        _print_json(shown)
+        return 0
+    where = shown["policy"] or "none (no ai/policy.toml: flags as without one)"
+    print(f"agent: {printable(shown['agent'])}\ncli: {shown['cli'] or '-'}\npolicy: {where}")
+    print(f"launch: {printable(shlex.join(shown['launch']))}")
+    if shown["cli"] is None:
+        print("(no claude, codex or gemini shim: of the policy it gets the commands it keeps)")
+        return 0
+    for key, label in (("writable", "writable"), ("read_only", "read-only")):
+        print(f"{label}: {printable(shlex.join(shown[key]))}")
+    copy, home = shown["workspace"], shown["home"]
+    print(f"($WORKSPACE is each call's throw-away copy, shown as {copy}; ~ is {home})")
+    return 0
+
+
 def cmd_agents_import(args: argparse.Namespace) -> int:
     layout = _layout(args)
     ids = personas.run(layout.root, args.source, clock.from_env().now(0))
@@ -537,6 +557,11 @@ def _parser() -> argparse.ArgumentParser:
 
     reg = sub.add_parser("registry", help="agents").add_subparsers(dest="sub", required=True)
     p = add("check", cmd_registry_check, "check each agent's launcher and version", reg)
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+
+    po = sub.add_parser("policy", help="ai/policy.toml").add_subparsers(dest="sub", required=True)
+    p = add("show", cmd_policy_show, "the flags an agent's CLI gets under ai/policy.toml", po)
+    p.add_argument("agent", help="a registry agent id")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
 
     ag = sub.add_parser("agents", help="agents").add_subparsers(dest="sub", required=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from . import config, envelope, exchanges, files, registry, repo, worker
+from . import config, envelope, exchanges, files, policy, registry, repo, worker
 from . import plan as plan_mod
 from .clock import Clock
 from .contain import Containment
@@ -31,7 +31,8 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
     """Ask the first agent able to `plan` (read-only) for a plan; validate it; write the draft."""
     root = layout.root
     cfg = config.load(layout.config)
-    agent = registry.route(registry.load(layout.registry, root), "plan", None)
+    agents = policy.apply(registry.load(layout.registry, root), policy.load(layout), root)
+    agent = registry.route(agents, "plan", None)
     if agent is None:
         raise InvalidInput("ai/agents/registry.json: no agent takes role 'plan'")
     git = repo.Repo(root)

@@ -26,6 +26,10 @@ class Layout:
         return self.ai / "agents" / "registry.json"
 
     @property
+    def policy(self) -> Path:
+        return self.ai / "policy.toml"
+
+    @property
     def tokens(self) -> Path:
         return self.ai / "agents" / "write_tokens.json"
 

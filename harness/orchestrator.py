@@ -25,6 +25,7 @@ from . import (
     exchanges,
     files,
     nesting,
+    policy,
     preflight,
     proc,
     protocol,
@@ -136,6 +137,8 @@ class Task:
             ledger=ledger,
             depth=depth,
         )
+        if log is None:  # a replay makes no call; each exchange's argv holds its policy
+            task.agents = policy.apply(task.agents, policy.load(layout), root)
         task.log.uncontained = not task.config.contained
         over = budgets.problems(task.config, task.plan)
         if over:
@@ -990,7 +993,7 @@ class Subtask:
                 "subtask": self.sub.id,
                 "agent": agent.id,
                 "agent_version": task.probed.get(agent.id, ""),
-                "argv": [agent.cmd, *agent.args],
+                "argv": [agent.cmd, *agent.args, *(agent.policy or ())],
                 "exit_code": result.code,
                 "timed_out": result.timed_out,
             }

@@ -61,13 +61,16 @@ class Agent:
     commands: tuple[str, ...] = ()
     network: bool = False  # the host's network, for a CLI that must reach its model API
     read: tuple[str, ...] = ()  # host files its sandbox may read: "~/x" or an absolute path
+    policy: tuple[str, ...] | None = None  # launch args from ai/policy.toml (policy.py)
 
     def argv(self, root: Path) -> list[str]:
         """How to start it: the command, its args, its persona file if it has one, and the
-        shell commands it may run."""
+        shell commands it may run; under a policy, what the policy decided instead, which
+        names the commands it keeps."""
         persona = ["--persona", str(root / self.persona)] if self.persona else []
         allowed = [arg for c in self.commands for arg in ("--allow-command", c)]
-        return [str(self.executable(root)), *self.args, *persona, *allowed]
+        shell = allowed if self.policy is None else list(self.policy)
+        return [str(self.executable(root)), *self.args, *persona, *shell]
 
     def executable(self, root: Path) -> Path:
         path = Path(self.cmd)

@@ -21,6 +21,7 @@ NAMES = (
     "context-envelope",
     "exchange-meta",
     "plan",
+    "policy",
     "progress-event",
     "prompt-envelope",
     "registry",

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from harness import __version__
+from harness import __version__, policy
 from harness.workers import shim
 
 # The final answer the model must give; --json-schema makes the CLI validate it and hand it
@@ -82,7 +82,9 @@ SANDBOX_SETTINGS = {
 }
 
 
-def command(env: shim.Envelope, box: shim.Sandbox, brief: str, launch: shim.Launch) -> list[str]:
+def command(
+    env: shim.Envelope, box: shim.Sandbox, brief: str, launch: shim.Launch, home: Path
+) -> list[str]:
     """The `claude -p` invocation; the prompt itself is not part of it."""
     budgets = env.payload.get("budgets") or {}
     argv = [
@@ -99,31 +101,101 @@ def command(env: shim.Envelope, box: shim.Sandbox, brief: str, launch: shim.Laun
         argv += ["--max-turns", str(int(budgets["max_turns"]))]
     if budgets.get("max_usd") is not None:
         argv += ["--max-budget-usd", str(budgets["max_usd"])]
-    # plan mode keeps a read-only role from editing even if the model tries.
-    tools = READ_TOOLS + ("," + WRITE_TOOLS if env.writable else "")
-    tools += "".join(f",Bash({c}:*)" for c in launch.commands)
+    allowed, denied = tool_rules(env.writable, launch, str(box.root), str(home))
     if launch.commands:
         argv += ["--settings", orjson.dumps(SANDBOX_SETTINGS).decode()]
-    else:
-        argv += ["--disallowedTools", "Bash"]  # deny wins over anything a settings file allows
+    if denied:
+        argv += ["--disallowedTools", ",".join(denied)]  # deny wins over any allow rule
+    if launch.policy is not None:
+        argv.append("--verbose")  # the output then lists each tool call, for check_tool_calls
     argv += [
         "--no-session-persistence",
         "--permission-mode",
+        # plan mode keeps a read-only role from editing even if the model tries.
         "acceptEdits" if env.writable else "plan",
-        "--allowedTools",
-        tools,
+        *(["--allowedTools", ",".join(allowed)] if allowed else []),
         "--add-dir",
         str(box.root),
     ]
     return argv
 
 
+# Each path tool of ai/policy.toml: the Claude Code tool it is (None: ls, which harness gives
+# claude none of) and the rules Claude checks it by: Read rules hold for every tool that
+# reads files, Edit rules for every tool that changes them.
+POLICY_TOOLS: dict[str, tuple[str | None, str]] = {
+    "read": ("Read", "Read"),
+    "grep": ("Grep", "Read"),
+    "glob": ("Glob", "Read"),
+    "ls": (None, "Read"),
+    "edit": ("Edit", "Edit"),
+    "write": ("Write", "Edit"),
+}
+# Never given to claude; under a policy that turns them off, refused in so many words.
+WEB_TOOLS = {"web_fetch": "WebFetch", "web_search": "WebSearch"}
+
+
+def tool_rules(
+    writable: bool, launch: shim.Launch, workspace: str, home: str
+) -> tuple[list[str], list[str]]:
+    """The allowed and the disallowed tools and permission rules.
+
+    Without a policy: the read tools, the edit tools when the subtask writes, and the
+    registry's commands as `Bash(cmd:*)`; Bash disallowed when there are none. Under a
+    policy, each tool it turns off is disallowed, a tool's allow globs become its allow
+    rules in place of the bare tool, its deny globs deny rules, and each denylist pattern a
+    `Bash(...:*)` deny rule; a rule both allowed and denied is only denied.
+    """
+    shell = [f"Bash({c}:*)" for c in launch.commands]
+    effective = launch.policy
+    if effective is None:
+        tools = READ_TOOLS + ("," + WRITE_TOOLS if writable else "")
+        return tools.split(",") + shell, ([] if launch.commands else ["Bash"])
+    allowed: list[str] = []
+    denied: list[str] = []
+    for name, (tool, family) in POLICY_TOOLS.items():
+        rules = effective.tools.get(name)
+        if rules is None:
+            denied += [tool] if tool else []
+            continue
+        if family == "Edit" and not writable:
+            continue
+        if rules.allow is None:
+            allowed += [tool] if tool else []
+        else:
+            allowed += [f"{family}({_path_rule(g, workspace, home)})" for g in rules.allow]
+        denied += [f"{family}({_path_rule(g, workspace, home)})" for g in rules.deny]
+    denied += [tool for name, tool in WEB_TOOLS.items() if name not in effective.tools]
+    if launch.commands:
+        denied += [_bash_rule(p) for p in effective.denied]
+    else:
+        denied.append("Bash")
+    denied = list(dict.fromkeys(denied))
+    return [a for a in dict.fromkeys(allowed + shell) if a not in denied], denied
+
+
+def _path_rule(path_glob: str, workspace: str, home: str) -> str:
+    """A policy glob as Claude Code reads a rule's path: `//` starts an absolute one, and
+    a relative one is relative to its working directory, the workspace."""
+    found = policy.expand(path_glob, workspace, home)
+    return "/" + found if found.startswith("/") else found
+
+
+def _bash_rule(pattern: str) -> str:
+    """A denylist pattern as a Bash rule; `:*` gives it the pattern's prefix meaning."""
+    words = pattern.split()
+    while words and words[-1] == "*":
+        words.pop()
+    return f"Bash({' '.join(words)}:*)" if words else "Bash"
+
+
 def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
     brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
     prompt = shim.render(env, brief, launch)
-    ran = shim.run_cli(command(env, box, brief, launch), env, box, prompt)
+    ran = shim.run_cli(command(env, box, brief, launch, shim.home()), env, box, prompt)
     final = result_message(ran)
     check(final)
+    check_tool_calls(ran, final, launch, str(box.root))
     answer = answer_of(final)
     denials = final.get("permission_denials") or []
     if denials:
@@ -169,6 +241,54 @@ def check(final: dict[str, Any]) -> None:
     if final.get("api_error_status") in RETRYABLE_STATUS or RETRYABLE_TEXT.search(words):
         raise shim.ShimError(message, "retryable")
     raise shim.ShimError(message, "hard")
+
+
+# The tools that change files, and the policy tool each one is.
+EDITING = {"Edit": "edit", "MultiEdit": "edit", "NotebookEdit": "edit", "Write": "write"}
+
+
+def check_tool_calls(
+    ran: shim.Ran, final: dict[str, Any], launch: shim.Launch, workspace: str
+) -> None:
+    """Refuse the whole answer (hard) if the messages show a Bash command the launch does
+    not allow, or, under a policy, a file change the policy does not allow. Only the
+    message list of `--verbose` shows the calls; calls Claude Code itself denied (its
+    `permission_denials`) never ran and are let be."""
+    doc = orjson.loads(ran.stdout)  # result_message has parsed it already
+    if not isinstance(doc, list):
+        return
+    denials = final.get("permission_denials")
+    refused = {d.get("tool_use_id") for d in denials or [] if isinstance(d, dict)} - {None}
+    for call in _tool_calls(doc):
+        if call.get("id") in refused:
+            continue
+        name, given = call.get("name"), call.get("input")
+        given = given if isinstance(given, dict) else {}
+        if name == "Bash":
+            ran_command = str(given.get("command", ""))
+            why = launch.refusal(ran_command)
+            if why is not None:
+                raise shim.ShimError(f"claude ran a command {why}: {ran_command[:200]}")
+        elif name in EDITING and launch.policy is not None:
+            path = str(given.get("file_path") or given.get("notebook_path") or "")
+            tool = EDITING[name]
+            why = launch.policy.path_refusal(tool, path, workspace, str(shim.home()))
+            if why is not None:
+                raise shim.ShimError(f"claude's {tool} of {path[:200]} is refused: {why}")
+
+
+def _tool_calls(messages: list[Any]) -> list[dict[str, Any]]:
+    """The tool_use blocks of the assistant's messages."""
+    found = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("type") != "assistant":
+            continue
+        inner = message.get("message")
+        content = inner.get("content") if isinstance(inner, dict) else None
+        if not isinstance(content, list):
+            continue
+        found += [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+    return found
 
 
 def answer_of(final: dict[str, Any]) -> dict[str, Any]:

@@ -102,8 +102,11 @@ def command(
     Both sandbox modes keep the network off. Codex cannot limit its shell to a list of
     commands, so the shell tool is off unless the registry allows some, and then every
     command codex reports having run is checked against the list afterwards (check_commands).
+    Nor can it take path rules: under a policy that turns both write and edit off it runs
+    read-only, and the files it reports changing are checked afterwards (check_changes).
     """
     shell = [] if launch.commands else ["-c", "features.shell_tool=false"]
+    writes = launch.policy is None or bool({"write", "edit"} & set(launch.policy.tools))
     return [
         "codex",
         "exec",
@@ -113,7 +116,7 @@ def command(
         "--ephemeral",  # no session files left in CODEX_HOME for a throw-away sandbox
         "-s",
         # codex's own sandbox backs up the harness's: a read-only role cannot write at all.
-        "workspace-write" if env.writable else "read-only",
+        "workspace-write" if env.writable and writes else "read-only",
         "-C",
         str(box.root),
         "--output-schema",
@@ -136,6 +139,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
         events = parse_events(ran.stdout)
         check(ran, events)
         check_commands(events, launch)
+        check_changes(events, launch, str(box.root))
         text = final_text(events, last)
     finally:
         shutil.rmtree(side, ignore_errors=True)
@@ -181,13 +185,39 @@ def check(ran: shim.Ran, events: list[dict[str, Any]]) -> None:
 
 
 def check_commands(events: list[dict[str, Any]], launch: shim.Launch) -> None:
-    """Refuse the whole answer (hard) if codex ran a command the registry does not allow."""
+    """Refuse the whole answer (hard) if codex ran a command the registry does not allow,
+    or one the policy denies."""
     for event in events:
         item = event.get("item")
         if isinstance(item, dict) and item.get("type") == "command_execution":
             ran = str(item.get("command", ""))
-            if not shim.allowed_command(ran, launch):
-                raise shim.ShimError(f"codex ran a command not on the allowlist: {ran[:200]}")
+            why = launch.refusal(ran)
+            if why is not None:
+                raise shim.ShimError(f"codex ran a command {why}: {ran[:200]}")
+
+
+# A file codex adds or deletes is written, one it updates edited, as the policy's tools go.
+CHANGE_TOOL = {"add": "write", "delete": "write", "update": "edit"}
+
+
+def check_changes(events: list[dict[str, Any]], launch: shim.Launch, workspace: str) -> None:
+    """Under a policy, refuse the whole answer (hard) if codex reports changing a file the
+    policy's write or edit rules do not allow."""
+    if launch.policy is None:
+        return
+    for event in events:
+        item = event.get("item")
+        if not (isinstance(item, dict) and item.get("type") == "file_change"):
+            continue
+        changes = item.get("changes")
+        for change in changes if isinstance(changes, list) else []:
+            if not isinstance(change, dict):
+                continue
+            tool = CHANGE_TOOL.get(str(change.get("kind")), "edit")
+            path = str(change.get("path", ""))
+            why = launch.policy.path_refusal(tool, path, workspace, str(shim.home()))
+            if why is not None:
+                raise shim.ShimError(f"codex's {tool} of {path[:200]} is refused: {why}")
 
 
 def final_text(events: list[dict[str, Any]], last: Path) -> str:

@@ -49,23 +49,37 @@ def version() -> str:
     return shim.cli_version("gemini", f"gemini-cli {__version__}")
 
 
+# gemini's tools that change files, by the policy tool each one is.
+EDIT_TOOLS = {"write": "write_file", "edit": "replace"}
+
+
 def command(env: shim.Envelope, launch: shim.Launch) -> list[str]:
     """The `gemini` invocation; the prompt itself is not part of it.
 
     Headless gemini leaves out every tool that would ask for approval, the shell included;
     `--allowed-tools` lets through only the registry's commands. Gemini has no way to run
     them without network short of its container sandbox, which the shim does not assume.
+    Under a policy that turns write or edit off, edits are no longer approved as a whole
+    (auto_edit) but tool by tool; its read and search tools need no approval, so no flag
+    turns them off.
     """
-    allowed = ",".join(f"run_shell_command({c})" for c in launch.commands)
+    edits: list[str] = []
+    if not env.writable:
+        mode = "plan"  # keeps a read-only role from editing even if the model tries
+    elif launch.policy is None or set(EDIT_TOOLS) <= set(launch.policy.tools):
+        mode = "auto_edit"
+    else:
+        mode = "default"
+        edits = [name for tool, name in EDIT_TOOLS.items() if tool in launch.policy.tools]
+    allowed = ",".join(edits + [f"run_shell_command({c})" for c in launch.commands])
     return [
         "gemini",
         "-p",
         NUDGE,
         "--output-format",
         "json",
-        # plan mode keeps a read-only role from editing even if the model tries.
         "--approval-mode",
-        "auto_edit" if env.writable else "plan",
+        mode,
         # The sandbox is a fresh directory gemini has never seen; without this it refuses
         # to work there (exit 55).
         "--skip-trust",

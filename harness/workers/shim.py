@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shlex
 import shutil
 import signal
 import stat
@@ -27,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from harness import errors, proc, registry, schemas, scope
+from harness import errors, policy, proc, registry, schemas, scope
 
 EXIT = {"ok": 0, "retryable": 1, "hard": 2}
 ANSWER_FIELDS = ("plan", "risks", "notes", "metrics", "artifacts", "verdict")
@@ -177,12 +176,22 @@ def _files(source: Path) -> list[str]:
 @dataclass(frozen=True)
 class Launch:
     """What the registry put on the shim's command line: an imported agent's persona, the
-    shell commands the agent may run (none unless the registry lists them), and the registry
-    id it runs as when that is not the shim's own name."""
+    shell commands the agent may run (none unless the registry lists them), the registry
+    id it runs as when that is not the shim's own name, and its part of ai/policy.toml
+    (which then names the commands)."""
 
     persona: str = ""
     commands: tuple[str, ...] = ()
     agent_id: str = ""
+    policy: policy.Effective | None = None
+
+    def refusal(self, command: str) -> str | None:
+        """Why a command the CLI ran is refused, or None when it may run: the policy's
+        denylist first, then the allowed prefixes (its words must start with the words of
+        an allowed command, with no shell syntax anywhere; the `bash -lc '...'` wrapper a
+        CLI puts around a command is looked through, once)."""
+        denied = self.policy.denied if self.policy is not None else ()
+        return policy.refusal(command, self.commands, denied)
 
 
 # A command the registry allows is a program name and fixed leading words: no shell syntax,
@@ -190,19 +199,30 @@ class Launch:
 COMMAND = re.compile(r"[A-Za-z0-9_.+/=-]+(?: [A-Za-z0-9_.+/=:-]+)*")
 # A registry id, as schemas/common.schema.json has it: the answer line must carry one.
 AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-USAGE = "usage: [--agent-id ID] [--persona FILE] [--allow-command CMD]..."
+USAGE = "usage: [--agent-id ID] [--persona FILE] [--allow-command CMD]... [--policy JSON]"
 
 
 def parse_launch(args: list[str]) -> Launch:
-    """`--agent-id ID`, `--persona FILE` and `--allow-command CMD` (any number of times),
-    nothing else."""
+    """`--agent-id ID`, `--persona FILE`, `--allow-command CMD` (any number of times) or
+    else `--policy JSON` (once: it names the commands itself), nothing else."""
     persona, commands, agent_id = "", [], ""
+    effective: policy.Effective | None = None
     rest = list(args)
     while rest:
         flag, value = rest.pop(0), (rest.pop(0) if rest else None)
-        if value is None or flag not in ("--agent-id", "--persona", "--allow-command"):
+        if value is None or flag not in ("--agent-id", "--persona", "--allow-command", "--policy"):
             raise ShimError(f"{USAGE} (got {flag!r})")
-        if flag == "--agent-id":
+        if flag == "--policy":
+            if effective is not None:
+                raise ShimError("--policy given twice")
+            try:
+                effective = policy.Effective.from_wire(value)
+            except ValueError as exc:
+                raise ShimError(f"--policy: {exc}") from None
+            bad = next((c for c in effective.commands if not COMMAND.fullmatch(c)), None)
+            if bad is not None:
+                raise ShimError(f"--policy: command {bad!r}: only plain words, no shell syntax")
+        elif flag == "--agent-id":
             if not AGENT_ID.fullmatch(value):
                 raise ShimError(f"--agent-id {value!r}: not a registry id")
             agent_id = value
@@ -215,7 +235,11 @@ def parse_launch(args: list[str]) -> Launch:
             commands.append(value)
         else:
             raise ShimError(f"--allow-command {value!r}: only plain words, no shell syntax")
-    return Launch(persona, tuple(commands), agent_id)
+    if effective is None:
+        return Launch(persona, tuple(commands), agent_id)
+    if commands:
+        raise ShimError("--allow-command with --policy: the policy names the commands")
+    return Launch(persona, effective.commands, agent_id, effective)
 
 
 def identity(args: list[str], default: str) -> str:
@@ -225,33 +249,6 @@ def identity(args: list[str], default: str) -> str:
     # Paired as parse_launch pairs them: flag, value, flag, value.
     named = [v for f, v in zip(args[::2], args[1::2], strict=False) if f == "--agent-id"]
     return next((v for v in reversed(named) if AGENT_ID.fullmatch(v)), default)
-
-
-# Shell syntax that could chain, substitute or redirect past an allowed prefix.
-_SHELL_SYNTAX = re.compile(r"[;&|<>`$(){}\n\\]")
-_WRAPPER = re.compile(r"^(?:/(?:usr/)?bin/)?(?:ba|z)?sh -l?c ")
-
-
-def allowed_command(command: str, launch: Launch) -> bool:
-    """Whether a command an agent ran is one the registry allowed: its words start with the
-    words of an allowed command, with no shell syntax anywhere. The `bash -lc '...'` wrapper
-    a CLI puts around a command is looked through, once."""
-    text = command.strip()
-    if _WRAPPER.match(text):
-        try:
-            inner = shlex.split(text)
-        except ValueError:
-            return False
-        if len(inner) != 3:
-            return False
-        text = inner[2].strip()
-    if _SHELL_SYNTAX.search(text):
-        return False
-    try:
-        words = shlex.split(text)
-    except ValueError:
-        return False
-    return any(words[: len(c.split())] == c.split() for c in launch.commands)
 
 
 def role_brief(role: str, repo: Path, launch: Launch) -> str:
@@ -327,6 +324,8 @@ def render(env: Envelope, brief: str, launch: Launch) -> str:
         lines += ["", "Do not change any file."]
     if launch.commands:
         lines += ["", "Shell commands you may run (no network): " + "; ".join(launch.commands)]
+        if launch.policy is not None and launch.policy.denied:
+            lines += ["Never run (refused): " + "; ".join(launch.policy.denied)]
     else:
         lines += ["", "Do not run shell commands."]
     if "verdict" in p["expected"]["fields"]:  # a supervisor's call (harness/supervision.py)
@@ -378,6 +377,11 @@ def structured(obj: object) -> dict[str, Any]:
     return found
 
 
+def home() -> Path:
+    """The shim's home: where its sandbox is made, and what `~` means to its CLI."""
+    return Path(os.environ.get("HOME") or tempfile.gettempdir())
+
+
 def _stopped(signum: int, frame: object) -> None:
     # harness's soft timeout SIGTERMs the shim, whose CLI runs in a session of its own: left
     # to the default action the shim would die at once and orphan a CLI that ignores SIGTERM.
@@ -423,8 +427,7 @@ def main(
         launch = parse_launch(args)
         env = read_envelope(sys.stdin.buffer.read())
         ctx = env.context["payload"]
-        parent = Path(os.environ.get("HOME") or tempfile.gettempdir())
-        box = Sandbox.create(Path.cwd(), ctx["visible"], ctx["readonly"], parent)
+        box = Sandbox.create(Path.cwd(), ctx["visible"], ctx["readonly"], home())
         result = work(env, box, launch)
         if env.writable:
             result["diffs"] = box.diffs()

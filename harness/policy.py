@@ -1,0 +1,387 @@
+"""ai/policy.toml: what each agent's tools may touch, in seed 003's form.
+
+    default_deny = true            # a tool without a section is off
+    [read]                         # read, write, edit, glob, grep, ls: tools on paths
+    enabled = true
+    allow = ["$WORKSPACE/**"]      # path globs; $WORKSPACE or ~ may start one
+    deny = ["~/.ssh/*"]
+    [bash]
+    allowlist = ["pytest *"]       # command patterns
+    denylist = ["git push *"]
+    [web_fetch] [web_search] [memory_read] [memory_write]   # enabled (and the seed's
+                                   # allow_domains and rate_limit, accepted and unused)
+
+What it means for one registry agent (`Policy.effective`):
+- A tool is off when its section says `enabled = false`, or when `default_deny` is set and
+  the file has no section for it. A path tool whose `allow` is empty, or missing under
+  default_deny, may touch nothing, so it is off too; so is the shell with an empty
+  allowlist, or none under default_deny.
+- The shell: the registry entry's `commands` grant, the policy bounds. A listed command is
+  kept when the shell is on, no denylist pattern names it and, when there is an allowlist,
+  one of its patterns does. Deny is checked first and always wins.
+- The policy only takes away: no CLI gets a tool it would not get without a policy file
+  (web and memory tools are never given), and without the file nothing changes.
+
+A command pattern is a glob over a command's words joined by single spaces, and names every
+command starting with the words it names: `git log` and `git log *` both name `git log -3`,
+never `git logs`. A relative path glob is relative to $WORKSPACE, the throw-away copy the
+CLI works in; `~` is the CLI's home.
+
+The sandbox shows a shim nothing of ai/ but ai/roles/, so an agent's part of the policy
+reaches its shim as one launch argument, `--policy JSON` (`Effective.wire`), which the shim
+turns into its CLI's flags and checks what the CLI reports having done against.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from wcmatch import glob
+
+from . import files, registry, sandbox, schemas
+from .errors import InvalidInput
+from .registry import Agent
+
+if TYPE_CHECKING:  # each shim imports this module, and must start without git (layout's)
+    from .layout import Layout
+    from .workers.shim import Launch
+
+LABEL = "ai/policy.toml"
+PATH_TOOLS = ("read", "write", "edit", "glob", "grep", "ls")
+TOOLS = (*PATH_TOOLS, "web_fetch", "web_search", "memory_read", "memory_write")
+# The keys of a section that allow and deny: paths for the path tools, commands for bash.
+_KEYS = {tool: ("allow", "deny") for tool in PATH_TOOLS} | {"bash": ("allowlist", "denylist")}
+WORKSPACE = "$WORKSPACE"
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a tool that is on may touch: `allow` None is anything the sandbox shows."""
+
+    allow: tuple[str, ...] | None
+    deny: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Effective:
+    """One agent's part of the policy: what its shim is told."""
+
+    commands: tuple[str, ...]  # the registry's commands the policy keeps
+    denied: tuple[str, ...]  # command patterns refused even within those
+    tools: dict[str, Rules]  # the tools that are on, but the shell (see commands)
+
+    def wire(self) -> str:
+        """The `--policy` argument: canonical JSON, so the same policy is the same argv."""
+        tools = {t: {"allow": r.allow, "deny": r.deny} for t, r in self.tools.items()}
+        doc = {"commands": self.commands, "deny_commands": self.denied, "tools": tools}
+        return files.dumps(doc).decode()
+
+    @classmethod
+    def from_wire(cls, text: str) -> Effective:
+        """The `--policy` argument read back; ValueError names what is wrong with it."""
+        try:
+            doc = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise ValueError("not JSON") from None
+        if not isinstance(doc, dict) or set(doc) != {"commands", "deny_commands", "tools"}:
+            raise ValueError("not an object of commands, deny_commands and tools")
+        tools = doc["tools"]
+        if not isinstance(tools, dict) or not set(tools) <= set(TOOLS):
+            raise ValueError(f"tools: only {', '.join(TOOLS)}")
+        rules = {}
+        for name, value in tools.items():
+            if not isinstance(value, dict) or set(value) != {"allow", "deny"}:
+                raise ValueError(f"tools.{name}: not an object of allow and deny")
+            where = f"tools.{name}"
+            allow = None if value["allow"] is None else _strings(value["allow"], where)
+            rules[name] = Rules(allow, _strings(value["deny"], where))
+        commands = _strings(doc["commands"], "commands")
+        return cls(commands, _strings(doc["deny_commands"], "deny_commands"), rules)
+
+    def path_refusal(self, tool: str, path: str, workspace: str, home: str) -> str | None:
+        """Why the CLI's `tool` may not touch `path` (absolute, or relative to the
+        workspace), or None: the tool is off, a deny glob matches (first), or allow globs
+        are given and none does."""
+        rules = self.tools.get(tool)
+        if rules is None:
+            return f"the policy turns {tool} off"
+        where = _absolute(path, workspace)
+        deny = [_absolute(expand(g, workspace, home), workspace) for g in rules.deny]
+        if _path_matches(where, deny):
+            return f"a deny glob of [{tool}] matches it"
+        if rules.allow is not None:
+            allow = [_absolute(expand(g, workspace, home), workspace) for g in rules.allow]
+            if not _path_matches(where, allow):
+                return f"no allow glob of [{tool}] matches it"
+        return None
+
+
+def _strings(value: object, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{where}: not a list of strings")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """ai/policy.toml as read and checked."""
+
+    default_deny: bool
+    sections: dict[str, dict[str, Any]]
+
+    def rules(self, tool: str) -> Rules | None:
+        """The tool's rules when it is on; None when it is off."""
+        section = self.sections.get(tool)
+        if section is None:
+            return None if self.default_deny else Rules(None)
+        if not section.get("enabled", True):
+            return None
+        if tool not in _KEYS:
+            return Rules(None)
+        allow_key, deny_key = _KEYS[tool]
+        allow = section.get(allow_key)
+        if allow == [] or (allow is None and self.default_deny):
+            return None
+        return Rules(None if allow is None else tuple(allow), tuple(section.get(deny_key, ())))
+
+    def effective(self, listed: Sequence[str]) -> Effective:
+        """An agent's part, given the shell commands its registry entry lists."""
+        shell = self.rules("bash")
+        tools = {t: r for t in TOOLS if (r := self.rules(t)) is not None}
+        if shell is None:
+            return Effective((), (), tools)
+        kept = tuple(
+            c
+            for c in listed
+            if not any(matches(c, p) for p in shell.deny)
+            and (shell.allow is None or any(matches(c, p) for p in shell.allow))
+        )
+        return Effective(kept, shell.deny, tools)
+
+
+def load(layout: Layout) -> Policy | None:
+    """ai/policy.toml read and checked; None when there is none (no policy: as before)."""
+    raw = files.read_regular(layout.policy, LABEL)
+    if raw is None:
+        return None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{LABEL}: invalid TOML: {exc}") from None
+    schemas.validate("policy", data, LABEL)
+    for tool in PATH_TOOLS:
+        for key in ("allow", "deny"):
+            for i, found in enumerate(data.get(tool, {}).get(key, [])):
+                problem = _variable_problem(found)
+                if problem is not None:
+                    raise InvalidInput(f"{LABEL}: $.{tool}.{key}[{i}]: {found!r}: {problem}")
+    sections = {k: dict(v) for k, v in data.items() if isinstance(v, dict)}
+    return Policy(bool(data.get("default_deny", False)), sections)
+
+
+def _variable_problem(path_glob: str) -> str | None:
+    if path_glob.startswith("~") and not (path_glob == "~" or path_glob.startswith("~/")):
+        return "~ stands alone or before a /: ~user is not expanded"
+    rest = path_glob.removeprefix(WORKSPACE) if _starts(path_glob, WORKSPACE) else path_glob
+    if "$" in rest:
+        return f"only {WORKSPACE}, at the start, is expanded"
+    return None
+
+
+def _starts(path_glob: str, var: str) -> bool:
+    return path_glob == var or path_glob.startswith(var + "/")
+
+
+# The longest `--policy` argument: Linux refuses to start a program with a longer one.
+MAX_ARG = 100_000
+
+
+def apply(agents: list[Agent], found: Policy | None, root: Path) -> list[Agent]:
+    """The agents with their part of the policy as launch arguments; as they are without
+    one. A harness shim gets it all as `--policy`; any other program speaks only
+    `--allow-command`, so it gets the commands the policy keeps that way."""
+    if found is None:
+        return agents
+    applied = []
+    for agent in agents:
+        part = found.effective(agent.commands)
+        if shim_of(agent.executable(root)) is None:
+            args = tuple(arg for c in part.commands for arg in ("--allow-command", c))
+        else:
+            args = ("--policy", part.wire())
+            if len(args[1].encode()) > MAX_ARG:
+                raise InvalidInput(
+                    f"{LABEL}: agent {agent.id}'s part is over {MAX_ARG} bytes, more than "
+                    "its command line can carry"
+                )
+        applied.append(replace(agent, policy=args))
+    return applied
+
+
+# What a launcher harness writes runs: `python -m harness.workers.<cli>`.
+_SHIM = re.compile(rb"harness\.workers\.(claude|codex|gemini)\b")
+
+
+def shim_of(executable: Path) -> str | None:
+    """The CLI a launcher drives, read from the launcher harness writes; None for a program
+    that is no harness shim, or no file harness can read (the version probe says why)."""
+    # Resolved: a launcher may be linked in from elsewhere, and is run through the link.
+    try:
+        fh = files.open_regular(Path(os.path.realpath(executable)), str(executable))
+    except InvalidInput:
+        return None
+    if fh is None:
+        return None
+    with fh:
+        found = _SHIM.search(fh.read(4096))
+    return found.group(1).decode() if found else None
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+# Shell syntax that could chain, substitute or redirect past an allowed prefix.
+_SHELL_SYNTAX = re.compile(r"[;&|<>`$(){}\n\\]")
+_WRAPPER = re.compile(r"^(?:/(?:usr/)?bin/)?(?:ba|z)?sh -l?c ")
+# Where one command of a shell line ends and another may begin.
+_OPERATORS = re.compile(r"[;&|\n(){}`]|\$\(")
+
+
+def _split(text: str) -> list[str] | None:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return None
+
+
+def _unwrapped(command: str) -> str | None:
+    """The command inside the `bash -lc '...'` wrapper a CLI puts around it (looked through
+    once), or the command itself; None for a wrapper that does not hold exactly one."""
+    text = command.strip()
+    if not _WRAPPER.match(text):
+        return text
+    inner = _split(text)
+    return inner[2].strip() if inner is not None and len(inner) == 3 else None
+
+
+def _plain(command: str) -> list[str] | None:
+    """The words of a command a CLI ran, or None when it holds shell syntax or does not
+    parse: only a plain command can be held to a list of allowed prefixes."""
+    text = _unwrapped(command)
+    if text is None or _SHELL_SYNTAX.search(text):
+        return None
+    return _split(text)
+
+
+def matches(text: str, pattern: str) -> bool:
+    """Whether a command (words joined by single spaces) is one the pattern names."""
+    words = pattern.split()
+    while words and words[-1] == "*":  # `ls *` names `ls` too, as `Bash(ls:*)` does
+        words.pop()
+    stem = " ".join(words)
+    return not stem or fnmatchcase(text, stem) or fnmatchcase(text, stem + " *")
+
+
+def _pieces(command: str) -> list[str]:
+    """The command, the one inside its wrapper, and each one its shell line would run, each
+    as words joined by single spaces: a denylist pattern is held against them all."""
+    text = command.strip()
+    inner = _unwrapped(text) or text
+    found = [text, inner, *_OPERATORS.split(inner)]
+    return [" ".join(_split(p) or p.split()) for p in found if p.strip()]
+
+
+def refusal(command: str, allowed: Iterable[str], denied: Iterable[str]) -> str | None:
+    """Why a command a CLI ran is refused, or None when it may run: a denylist pattern names
+    it or a command within it (checked first), or its words do not start with the words of
+    an allowed command, or it holds shell syntax."""
+    patterns = list(denied)
+    for piece in _pieces(command):
+        hit = next((p for p in patterns if matches(piece, p)), None)
+        if hit is not None:
+            return f"the policy denies ({hit})"
+    words = _plain(command)
+    if words is None or not any(words[: len(c.split())] == c.split() for c in allowed):
+        return "not on the allowlist"
+    return None
+
+
+# -- paths ------------------------------------------------------------------------------------
+
+
+def expand(path_glob: str, workspace: str, home: str) -> str:
+    """The glob with a leading $WORKSPACE or ~ replaced by the folder it stands for."""
+    for var, value in ((WORKSPACE, workspace), ("~", home)):
+        if _starts(path_glob, var):
+            return (value.rstrip("/") + path_glob[len(var) :]) or "/"
+    return path_glob
+
+
+def _absolute(path: str, workspace: str) -> str:
+    return path if path.startswith("/") else f"{workspace.rstrip('/')}/{path}"
+
+
+def _path_matches(path: str, globs: list[str]) -> bool:
+    # A leading ! is part of a name here, never a negation.
+    flags = glob.GLOBSTAR | glob.DOTGLOB
+    return bool(globs) and glob.globmatch(path, globs, flags=flags)
+
+
+# -- harness policy show ----------------------------------------------------------------------
+
+# Where a call's throw-away copy lies in the sandbox: a fresh folder under its home each time.
+SHOWN_WORKSPACE = sandbox.HOME / "sandbox-XXXXXXXX"
+
+
+def show(layout: Layout, agent_id: str) -> dict[str, Any]:
+    """What `agent_id` is launched with, and the argv its shim gives its CLI for a subtask
+    that writes and for one that does not, as the shim builds them."""
+    from . import config
+    from .workers import shim  # it imports this module: no cycle at import
+
+    found = load(layout)
+    agents = apply(registry.load(layout.registry, layout.root), found, layout.root)
+    agent = next((a for a in agents if a.id == agent_id), None)
+    if agent is None:
+        raise InvalidInput(f"ai/agents/registry.json: no agent {agent_id!r}")
+    launch_argv = [agent.cmd, *agent.argv(layout.root)[1:]]
+    cli = shim_of(agent.executable(layout.root))
+    argv: dict[str, list[str] | None] = {"writable": None, "read_only": None}
+    if cli is not None:
+        try:
+            launch = shim.parse_launch(launch_argv[1:])
+        except shim.ShimError as exc:
+            raise InvalidInput(f"ai/agents/registry.json: agent {agent_id}: {exc}") from None
+        budgets = dict(config.load(layout.config).budgets)
+        for key, scope in (("writable", "token:any"), ("read_only", "none")):
+            argv[key] = _cli_argv(cli, launch, scope, budgets)
+    return {
+        "agent": agent.id,
+        "cli": cli,
+        "policy": LABEL if found is not None else None,
+        "launch": launch_argv,
+        "workspace": str(SHOWN_WORKSPACE),
+        "home": str(sandbox.HOME),
+        **argv,
+    }
+
+
+def _cli_argv(cli: str, launch: Launch, scope: str, budgets: dict[str, Any]) -> list[str]:
+    """The argv the shim gives `cli` for a subtask of that write scope."""
+    from .workers import claude, codex, gemini, shim
+
+    env = shim.Envelope({}, {"payload": {"write_scope": scope, "budgets": budgets}})
+    box = shim.Sandbox(SHOWN_WORKSPACE)
+    if cli == "claude":
+        return claude.command(env, box, "<role brief>", launch, sandbox.HOME)
+    if cli == "codex":
+        return codex.command(env, box, Path("<schema file>"), Path("<last message file>"), launch)
+    return gemini.command(env, launch)

@@ -389,14 +389,7 @@ class _Parser:
             self.fail(1, 1, "no GOAL: there is nothing to import")
         subtasks = _Builder(role, write_scope, self.plan_wide).subtasks(order)
         doc: dict[str, Any] = {"task_id": task_id, "created": created, "subtasks": subtasks}
-        # `loop` and `supervised: "human"` are not in the schema yet: the rest must hold now.
-        bare = {
-            **doc,
-            "subtasks": [
-                {k: v for k, v in s.items() if k not in ("loop", "supervised")} for s in subtasks
-            ],
-        }
-        schemas.validate("plan", bare, self.label)
+        schemas.validate("plan", doc, self.label)
         return doc
 
     def bind(self, given: Mapping[str, str]) -> dict[str, str]:

@@ -74,18 +74,6 @@ def convert(
         }
     found: dict[str, bytes] = {}
     for tid, doc in docs.items():
-        unrun = [
-            (sub["id"], key)
-            for sub in doc.get("subtasks", [])
-            for key in ("loop", "supervised")
-            if key in sub
-        ]
-        if unrun:
-            sid, key = unrun[0]
-            raise InvalidInput(
-                f"{label}: subtask {sid} would carry {key!r}, which harness does not run "
-                "yet: nothing is imported rather than a plan that skips it"
-            )
         data = files.pretty(doc)
         plan_mod.load(layout.plan(tid), layout.root, tid, data)
         found[tid] = data

@@ -90,10 +90,8 @@ def test_a_started_task_is_never_replaced(sample: Sample, agentfile: Path) -> No
         (GREET.replace("GOAL hello", "GOAL hello hello"), "workflows/Agentfile:4:"),
         (GREET.replace("agents/critic.md", "../../outside.md"), "outside"),
         (GREET.replace("agents/critic.md", "agents/missing.md"), "agents/missing.md"),
-        (GREET + "LOOP again USING hello WITHIN 3\n", "would carry 'loop'"),
-        ("SUPERVISED HUMAN\n" + GREET, "would carry 'supervised'"),
     ],
-    ids=["syntax", "escape", "missing-persona", "loop", "supervised"],
+    ids=["syntax", "escape", "missing-persona"],
 )
 def test_a_refused_agentfile_writes_nothing(
     sample: Sample, agentfile: Path, text: str, found: str

@@ -81,6 +81,8 @@ class _Audit:
         # Subtask id -> the globs its token must cover; None when the plan is unreadable.
         self.scopes: dict[str, tuple[str, ...]] | None = None
         self.needs: dict[str, tuple[str, ...]] | None = None  # subtask id -> its depends_on
+        self.supervised: set[str] = set()  # subtasks whose change counts once approved
+        self.approved: set[str] = set()  # worker calls a verdict approved
         self.tokens: dict[str, tokens.Token] | None = None
         self.past_tokens: dict[str, tokens.Token] | None = None  # read on a first miss
         self.covered: dict[tuple[str, tuple[str, ...]], bool] = {}
@@ -177,6 +179,7 @@ class _Audit:
         needs: dict[str, tuple[str, ...]] = {}
         shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct scope
         first: list[Any] = []
+        own: dict[str, object] = {}  # subtask id -> its own `supervised`, when it says
         try:
             with path.open("rb") as fh:
                 for key, value in planstream.members(fh):
@@ -192,6 +195,8 @@ class _Audit:
                     globs = (*scope.as_list(written), *value.get("creates", ()))
                     scopes[value["id"]] = shared.setdefault(globs, globs)
                     needs[value["id"]] = tuple(value.get("depends_on", ()))
+                    if "supervised" in value:
+                        own[value["id"]] = value["supervised"]
                     first = first or [value]
         except fastjsonschema.JsonSchemaValueException as exc:
             self.add("plan", None, f"{label}: {exc.message}")
@@ -209,6 +214,8 @@ class _Audit:
             self.add("plan", None, f"{label}: $.task_id: {head['task_id']!r} is not this task")
         else:
             self.scopes, self.needs = scopes, needs
+            plan_wide = head.get("supervised", False)
+            self.supervised = {sid for sid in scopes if own.get(sid, plan_wide) is not False}
 
     def read_tokens(self) -> None:
         try:
@@ -259,8 +266,19 @@ class _Audit:
             self.use_token(i, ev, step, details["token"], "invoked")
         elif name == "subagent_diffs_applied":
             self.applied(i, ev, step, details)
+            self.unapproved(i, name, step, details)
         elif name in ("step_completed", "step_failed") and "plan" in details:
             self.linked(i, name, details)
+        elif name == "step_completed":
+            self.unapproved(i, name, step, details)
+        elif name == "step_approved":
+            self.approved.add(str(self.model.attempt(step).call_id))
+
+    def unapproved(self, i: int, name: str, step: str, d: dict[str, Any]) -> None:
+        """A supervised subtask's change (or answer) counts only once a verdict approved it."""
+        if step in self.supervised and d.get("call_id") not in self.approved:
+            call = short(d.get("call_id"))
+            self.add("order", i, f"{name} of supervised {step} (call {call}) with no approval")
 
     def linked(self, i: int, name: str, d: dict[str, Any]) -> None:
         """A nested plan's end names a record commit of that task on this branch, whose copy

@@ -411,3 +411,16 @@ def test_flags_name_what_a_reviewer_should_reconcile() -> None:
         sub, {"risks": ["src/a.py:1 may be slow"]}, changes[1:], [], (1000, 10)
     )
     assert quiet == []
+
+
+def test_audit_finds_a_supervised_subtask_committed_without_a_verdict(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert sample.cli("run", "demo").returncode == 0
+    assert sample.cli("audit", "demo").returncode == 0
+    # The plan now says a verdict was needed: the log shows none was given.
+    sample.write_plan([subtask("T1", supervised="human")])
+    res = sample.cli("audit", "demo")
+    assert res.returncode == 1
+    assert "subagent_diffs_applied of supervised T1 (call" in res.stdout
+    assert "step_completed of supervised T1 (call" in res.stdout

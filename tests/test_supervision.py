@@ -424,3 +424,34 @@ def test_audit_finds_a_supervised_subtask_committed_without_a_verdict(sample: Sa
     assert res.returncode == 1
     assert "subagent_diffs_applied of supervised T1 (call" in res.stdout
     assert "step_completed of supervised T1 (call" in res.stdout
+
+
+@pytest.mark.parametrize(
+    "point",
+    ["after:supervisor_invoked", "after:step_approved", "before:advance", "after:approval"],
+)
+def test_a_kill_inside_supervision_is_finished_once_by_the_next_run(
+    supervised: Sample, point: str
+) -> None:
+    s = supervised
+    if point == "after:approval":  # a person's verdict, then the run that commits it killed
+        s.write_plan([subtask("T1", supervised="human"), T2])
+        s.git("config", "user.name", "Ada Reviewer")
+        s.git("config", "user.email", "ada@example.org")
+    s.write_script(
+        [ok("T1", ("src/calc.py", calc_patch("A = 1"))), verdict("T1", "CONTINUE"), T2_OK]
+    )
+    if point == "after:approval":
+        assert s.cli("run", "demo").returncode == 1
+        assert s.cli("approve", "demo", "T1").returncode == 0
+        point = "before:advance"
+    assert s.cli("run", "demo", env={"HARNESS_FAULT": point}).returncode == -9
+    res = s.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+    t1 = [ev["event"] for ev in s.events() if ev.get("step") == "T1"]
+    for name in ("subagent_invoked", "subagent_diffs_applied", "step_completed"):
+        assert t1.count(name) == 1, (name, t1)
+    assert t1.count("step_approved") == 1
+    assert t1.count("supervisor_invoked") + t1.count("approval_requested") == 1
+    assert (s.root / "src/calc.py").read_text().count("A = 1") == 1
+    clean(s)

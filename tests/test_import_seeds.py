@@ -153,6 +153,11 @@ def import_(s: Sample, source: Path, task: str, *extra: str) -> None:
     res = s.cli("plan", "import", str(source), "--task", task, "--write-scope", SCOPE, *extra)
     assert res.returncode == 0, res.stderr
     assert res.stdout == f"wrote ai/tasks/{task}/plan.json\n"
+
+
+def commit_and_validate(s: Sample, task: str) -> None:
+    """Inputs are read at the base: the workflow's files are committed before the run."""
+    s.commit_all(f"the {task} workflow and its files")
     res = s.cli("plan", "validate", task)
     assert res.returncode == 0, res.stdout + res.stderr
 
@@ -200,7 +205,7 @@ def test_seed_001_deploy_service_is_audited_then_waits_for_a_person(
     assert all(sub["write_scope"] == [SCOPE] for sub in subs)
     if by_hand:
         add_creates(s, "deploy")
-    s.commit_all("the deploy-service workflow")
+    commit_and_validate(s, "deploy")
 
     # Each subtask adds a file of its own; the supervised one is seen by the auditor.
     answers = [ok(sub["id"], new_doc(sub["id"])) for sub in subs]
@@ -285,7 +290,7 @@ def test_seed_003_tdd_workflow_designs_then_loops_until_done_or_bound(
     assert all(sub["loop"] == {"max": 2, "until": "no_diff"} for sub in looped)
     if by_hand:
         add_creates(s, "tdd")
-    s.commit_all("the TDD workflow, its personas and goals")
+    commit_and_validate(s, "tdd")
 
     # Every plain subtask adds a file. Of the loops: the first changes something every round
     # and stops at its bound; the middle has nothing to do at once; the last changes a file
@@ -300,9 +305,7 @@ def test_seed_003_tdd_workflow_designs_then_loops_until_done_or_bound(
     res = s.cli("run", "tdd")
     assert res.returncode == 0, res.stdout + res.stderr
     assert s.names("tdd")[-1] == "task_completed"
-    stopped = {
-        ev["step"]: ev["details"].get("loop") for ev in events(s, "tdd", "step_completed")
-    }
+    stopped = {ev["step"]: ev["details"].get("loop") for ev in events(s, "tdd", "step_completed")}
     assert stopped == {
         **{sub["id"]: None for sub in subs if "loop" not in sub},
         looped[0]["id"]: {"rounds": bound, "stopped": "max"},

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from . import agentfile, files, glee
+from . import agentfile, files, glee, scope
 from . import plan as plan_mod
 from .errors import InvalidInput
 from .layout import Layout
@@ -74,6 +74,11 @@ def convert(
         }
     found: dict[str, bytes] = {}
     for tid, doc in docs.items():
+        for sub in doc["subtasks"]:
+            # A goal names no files: where it may write, it may also create (the gate
+            # refuses a new file no `creates` allows, and an edit to a file not an input).
+            if sub.get("write_scope", "none") != "none":
+                sub.setdefault("creates", scope.as_list(sub["write_scope"]))
         data = files.pretty(doc)
         plan_mod.load(layout.plan(tid), layout.root, tid, data)
         found[tid] = data

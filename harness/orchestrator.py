@@ -541,7 +541,7 @@ def preflight_run(task: Task) -> None:
         task.probe,
         lambda paths: task.git.blob_hashes(head, paths),
     )
-    found = preflight.remaining(task.plan, task.model, checker, task.supervisor, task.person)
+    found = preflight.remaining(task.plan, task.model, checker, task.person)
     if found:
         raise Halted(
             f"pre-flight of task {task.task_id}: {len(found)} problem(s), no worker called: "

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import budgets, config, nesting, protocol, registry, repo, tokens
+from . import budgets, config, nesting, protocol, registry, repo, supervision, tokens
 from . import plan as plan_mod
 from .contain import Containment
 from .errors import HarnessError, InvalidInput
@@ -85,7 +85,21 @@ class Checker:
                 result = self.subtask(sub, inputs=not sub.depends_on and k == 0, fallbacks=k)
                 if isinstance(result, list):
                     found += [p for p in result if p not in found]
+            why = self.supervisor(sub)
+            if why is not None and why not in found:
+                found.append(why)
         return found
+
+    def supervisor(self, sub: Subtask) -> str | None:
+        """Why the agent that gives `sub` its verdicts cannot, if it is supervised by one."""
+        if sub.supervised != plan_mod.AGENT:
+            return None
+        agent = registry.route(self.agents, supervision.ROLE, None)
+        if agent is None:
+            role = supervision.ROLE
+            return f"subtask {sub.id}: supervised, but no agent has the {role!r} capability"
+        why = self.agent_problem(agent)
+        return None if why is None else f"subtask {sub.id}: its supervisor {why}"
 
     def agent_problem(self, agent: Agent) -> str | None:
         if self.probe is None:  # a replay: the calls are recorded, no agent is asked
@@ -109,13 +123,7 @@ class Checker:
         return found.id, None
 
 
-def remaining(
-    plan: Plan,
-    model: protocol.Model,
-    checker: Checker,
-    supervisor: Agent | None,
-    person: bool,
-) -> list[str]:
+def remaining(plan: Plan, model: protocol.Model, checker: Checker, person: bool) -> list[str]:
     """Before a run's first call: every problem of the subtasks it may still call, in plan
     order. A subtask whose call was made needs no token or inputs again (its change is
     checked as it lands); inputs are looked up for subtasks whose dependencies are done (the
@@ -128,10 +136,9 @@ def remaining(
             ready = all(dep in model.done for dep in sub.depends_on)
             result = checker.subtask(sub, inputs=ready, fallbacks=model.fallbacks(sub.id))
             found += result if isinstance(result, list) else []
-        if sub.supervised == plan_mod.AGENT and supervisor is not None:
-            why = checker.agent_problem(supervisor)
-            if why is not None:
-                found.append(f"subtask {sub.id}: its supervisor {why}")
+        why = checker.supervisor(sub)
+        if why is not None:
+            found.append(why)
         if sub.supervised == plan_mod.HUMAN and not person:
             found.append(
                 f"subtask {sub.id}: a person must approve it (supervised: human), "

@@ -4,11 +4,8 @@ the real CLI into the sample repository and run to completion with the scripted 
 GOAL ... FROM files, a GOAL USING two agents, RUN, LOOP ... WITHIN $input). Seed 000's Glee
 example is test_importing.py's.
 
-Each runs twice: as imported, and with `creates` added to plan.json by hand. The first is
-marked xfail: `plan import` writes no `creates` (and has no option to), and a subtask's
-diffs may only add a file its `creates` names or edit one its `inputs` cite, so an imported
-subtask can write nothing at all, whatever `--write-scope` says. The second is that gap
-worked around by a person, and shows everything else the examples need already runs."""
+Each runs as imported: a subtask given a --write-scope may create files there too (its
+`creates`), since a goal names no files to edit."""
 
 from __future__ import annotations
 
@@ -27,17 +24,6 @@ SEED_001 = SEEDS / "001_e6d128ad4b121d10.txt"
 SEED_003 = SEEDS / "003_023f22503ea29e9b.txt"
 
 SCOPE = "docs/**"  # inside the sample's write token W1 (src/**, tests/**, docs/**)
-
-NO_CREATES = (
-    "harness plan import writes no `creates` and has no option for it; the diff gate refuses "
-    "a new file not in creates and an edit to a path not among the inputs, so an imported "
-    "subtask can write nothing whatever --write-scope says (`harness run` exits 1: "
-    "'new file not in creates')"
-)
-AS_IMPORTED = pytest.param(
-    False, id="as-imported", marks=pytest.mark.xfail(strict=True, reason=NO_CREATES)
-)
-CREATES_BY_HAND = pytest.param(True, id="creates-by-hand")
 
 # -- the seeds' text ---------------------------------------------------------------------------
 
@@ -140,15 +126,6 @@ def plan_of(s: Sample, task: str) -> list[dict[str, Any]]:
     return subtasks
 
 
-def add_creates(s: Sample, task: str) -> None:
-    """What a person adds to the imported plan today: where each subtask may create files."""
-    path = s.root / f"ai/tasks/{task}/plan.json"
-    doc = orjson.loads(path.read_bytes())
-    for sub in doc["subtasks"]:
-        sub["creates"] = [SCOPE]
-    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-
-
 def import_(s: Sample, source: Path, task: str, *extra: str) -> None:
     res = s.cli("plan", "import", str(source), "--task", task, "--write-scope", SCOPE, *extra)
     assert res.returncode == 0, res.stderr
@@ -181,10 +158,7 @@ def clean(s: Sample, task: str) -> None:
 # -- seed 001 ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("by_hand", [AS_IMPORTED, CREATES_BY_HAND])
-def test_seed_001_deploy_service_is_audited_then_waits_for_a_person(
-    sample: Sample, by_hand: bool
-) -> None:
+def test_seed_001_deploy_service_is_audited_then_waits_for_a_person(sample: Sample) -> None:
     s = sample
     s.git("config", "user.name", "Ada Reviewer")
     s.git("config", "user.email", "ada@example.org")
@@ -202,9 +176,7 @@ def test_seed_001_deploy_service_is_audited_then_waits_for_a_person(
     assert deploy["goal"].startswith("Deploy to staging ")
     assert "{environment}" not in deploy["goal"]
     assert deploy["depends_on"] == [build["id"]]
-    assert all(sub["write_scope"] == [SCOPE] for sub in subs)
-    if by_hand:
-        add_creates(s, "deploy")
+    assert all(sub["write_scope"] == [SCOPE] == sub["creates"] for sub in subs)
     commit_and_validate(s, "deploy")
 
     # Each subtask adds a file of its own; the supervised one is seen by the auditor.
@@ -248,10 +220,7 @@ def loop_answers(sid: str, rounds: int, changing: int) -> list[dict[str, Any]]:
     return answers
 
 
-@pytest.mark.parametrize("by_hand", [AS_IMPORTED, CREATES_BY_HAND])
-def test_seed_003_tdd_workflow_designs_then_loops_until_done_or_bound(
-    sample: Sample, by_hand: bool
-) -> None:
+def test_seed_003_tdd_workflow_designs_then_loops_until_done_or_bound(sample: Sample) -> None:
     s = sample
     assert set(seed_003_layout()) >= {p.removeprefix("goals/") for p in TDD_FILES if "goals" in p}
     folder = s.root / "workflows/tdd"
@@ -288,8 +257,7 @@ def test_seed_003_tdd_workflow_designs_then_loops_until_done_or_bound(
     looped = [sub for sub in subs if "loop" in sub]
     assert [sub["id"] for sub in looped] == ["run_tests", "analyze_failures", "fix"]
     assert all(sub["loop"] == {"max": 2, "until": "no_diff"} for sub in looped)
-    if by_hand:
-        add_creates(s, "tdd")
+    assert all(sub["creates"] == [SCOPE] for sub in subs)
     commit_and_validate(s, "tdd")
 
     # Every plain subtask adds a file. Of the loops: the first changes something every round

@@ -78,3 +78,12 @@ def test_no_human_is_refused_while_a_person_must_approve_and_its_twin_runs(
     assert res.returncode == 0, res.stderr
     assert sample.cli("audit", "demo").returncode == 0
     assert sample.cli("replay", "demo").returncode == 0
+
+
+def test_plan_validate_checks_the_supervisor_too(sample: Sample) -> None:
+    sample.write_plan([subtask("T1", supervised=True)])
+    res = sample.cli("plan", "validate", "demo")
+    assert res.returncode == 2
+    assert "subtask T1: supervised, but no agent has the 'audit' capability" in res.stderr
+    with_auditor(sample)
+    assert sample.cli("plan", "validate", "demo").returncode == 0

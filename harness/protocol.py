@@ -518,6 +518,11 @@ def _invoked(
     if att.events:  # what came before the call is the attempt's no longer
         att = st.attempt = m._new_attempt(step, att.number)
     att.add(ev)
+    _call(m, seq, call, out)
+
+
+def _call(m: Model, seq: int, call: str, out: _Findings) -> None:
+    """A call made (a worker's or a supervisor's): its id is never made twice."""
     if call in m.calls:
         out.order(f"call {call[:_SHORT]} was invoked before (seq {m.calls[call][0]})")
     else:
@@ -710,10 +715,8 @@ def _ask(
         call = d.get("call_id")
         if not isinstance(call, str):
             out.order("supervisor_invoked names no details.call_id")
-        elif call in m.calls:
-            out.order(f"call {call[:_SHORT]} was invoked before (seq {m.calls[call][0]})")
         else:
-            m.calls[call] = (seq, "")
+            _call(m, seq, call, out)
 
 
 def _verdict(

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from .conftest import Sample, new_file_patch, subtask
+from .test_supervision import clean, events, verdict, with_auditor
 
 
 def looped(until: str, rounds: int, **fields: Any) -> dict[str, Any]:
@@ -29,17 +30,6 @@ def round_answer(n: int, change: bool = True) -> dict[str, Any]:
     }
 
 
-def ev(sample: Sample, name: str) -> list[dict[str, Any]]:
-    return [e for e in sample.events() if e["event"] == name]
-
-
-def clean(sample: Sample) -> None:
-    audit = sample.cli("audit", "demo")
-    assert audit.returncode == 0, audit.stdout + audit.stderr
-    replay = sample.cli("replay", "demo")
-    assert replay.returncode == 0, replay.stdout + replay.stderr
-
-
 def prompt_of(sample: Sample, call_id: str) -> dict[str, Any]:
     path = sample.root / "ai" / "exchanges" / "demo" / call_id / "prompt.ndjson"
     found: dict[str, Any] = orjson.loads(path.read_bytes())
@@ -52,14 +42,14 @@ def test_a_no_diff_loop_runs_until_the_worker_has_nothing_left(sample: Sample) -
     res = sample.cli("run", "demo")
     assert res.returncode == 0, res.stderr
     assert (sample.root / "src/r1.py").exists() and (sample.root / "src/r2.py").exists()
-    rounds = ev(sample, "loop_continued")
+    rounds = events(sample, "loop_continued")
     assert [r["details"]["round"] for r in rounds] == [1, 2]
-    applied = ev(sample, "subagent_diffs_applied")
+    applied = events(sample, "subagent_diffs_applied")
     assert [r["details"]["commit"] for r in rounds] == [a["details"]["commit"] for a in applied]
-    done = ev(sample, "step_completed")[0]["details"]
+    done = events(sample, "step_completed")[0]["details"]
     assert done["loop"] == {"rounds": 3, "stopped": "no_diff"} and done["commit"] is None
     # Each round is its own call, on the head the round before left.
-    calls = [e["details"] for e in ev(sample, "subagent_invoked")]
+    calls = [e["details"] for e in events(sample, "subagent_invoked")]
     assert len({c["call_id"] for c in calls}) == 3
     assert calls[1]["base"] == applied[0]["details"]["commit"]
     assert calls[2]["base"] == applied[1]["details"]["commit"]
@@ -78,8 +68,8 @@ def test_a_loop_that_hits_its_bound_stops_there(sample: Sample) -> None:
     sample.write_script([round_answer(1), round_answer(2), round_answer(3)])
     res = sample.cli("run", "demo")
     assert res.returncode == 0, res.stderr
-    assert ev(sample, "step_completed")[0]["details"]["loop"] == {"rounds": 2, "stopped": "max"}
-    assert len(ev(sample, "subagent_invoked")) == 2
+    assert events(sample, "step_completed")[0]["details"]["loop"] == {"rounds": 2, "stopped": "max"}
+    assert len(events(sample, "subagent_invoked")) == 2
     assert not (sample.root / "src/r3.py").exists()
     clean(sample)
 
@@ -89,9 +79,9 @@ def test_an_acceptance_loop_stops_once_its_criteria_hold(sample: Sample) -> None
     sample.write_script([round_answer(1), round_answer(2), round_answer(3)])
     res = sample.cli("run", "demo")
     assert res.returncode == 0, res.stderr
-    first = ev(sample, "loop_continued")[0]["details"]
+    first = events(sample, "loop_continued")[0]["details"]
     assert first["round"] == 1 and first["unmet"]
-    assert ev(sample, "step_completed")[0]["details"]["loop"] == {
+    assert events(sample, "step_completed")[0]["details"]["loop"] == {
         "rounds": 2,
         "stopped": "acceptance",
     }
@@ -107,7 +97,7 @@ def test_an_acceptance_loop_never_met_fails_at_its_bound(sample: Sample) -> None
     assert "L1 blocked" in res.stderr
     # Round 1 landed (its criteria were the next round's to meet); round 2's did not.
     assert (sample.root / "src/r1.py").exists() and not (sample.root / "src/r2.py").exists()
-    assert ev(sample, "acceptance_failed")
+    assert events(sample, "acceptance_failed")
     clean(sample)
 
 
@@ -118,18 +108,16 @@ def test_an_acceptance_loop_cannot_end_unmet_on_an_answer_without_a_change(
     sample.write_script([round_answer(1), round_answer(2, change=False)])
     res = sample.cli("run", "demo")
     assert res.returncode == 1
-    failed = ev(sample, "acceptance_failed")[-1]
+    failed = events(sample, "acceptance_failed")[-1]
     assert failed["error"].startswith("the loop ended unmet")
     clean(sample)
 
 
 def test_a_supervised_loop_asks_a_verdict_each_round(sample: Sample) -> None:
-    from .test_supervision import verdict, with_auditor
-
     with_auditor(sample)
     sample.write_plan([looped("no_diff", 3, supervised=True)])
     sample.write_script([round_answer(1), round_answer(2, change=False), verdict("L1", "CONTINUE")])
     res = sample.cli("run", "demo")
     assert res.returncode == 0, res.stderr
-    assert len(ev(sample, "step_approved")) == 2
+    assert len(events(sample, "step_approved")) == 2
     clean(sample)

@@ -23,7 +23,7 @@ from . import budgets, recordset
 from . import plan as plan_mod
 from .clock import SystemClock
 from .config import Config
-from .errors import Halted, InvalidInput
+from .errors import AwaitingApproval, Halted, InvalidInput
 from .layout import Layout
 from .live import Live
 from .plan import Plan, Subtask
@@ -185,6 +185,8 @@ def run(parent: Task, sub: Subtask, account: budgets.Account, slots: int) -> Uni
     try:
         for _ in orchestrator.steps(child, once=False, slots=child.slots(slots), up=(account, sub)):
             pass
+    except AwaitingApproval:
+        raise  # the unit stays open, as after a kill: the run after the person's goes on
     except Halted as halt:
         error = f"task {sub.plan}: {halt}"
     finally:

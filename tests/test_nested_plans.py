@@ -309,3 +309,27 @@ def test_the_deepest_nesting_the_config_allows_runs_replays_and_audits(sample: S
     assert res.returncode == 0, res.stderr
     assert leaf in res.stdout
     assert sample.cli("audit", "t0").returncode == 0
+
+
+def test_a_person_approving_inside_a_nested_plan_holds_the_unit_open(sample: Sample) -> None:
+    s = sample
+    s.git("config", "user.name", "Ada Reviewer")
+    s.git("config", "user.email", "ada@example.org")
+    s.write_plan([making("T1"), runs("inner", "mid", depends_on=["T1"]), making("T3")], "top")
+    s.write_plan([making("M1", supervised="human")], "mid")
+    s.write_script([made("T1"), made("M1"), made("T3")])
+    res = s.cli("run", "top")
+    assert res.returncode == 1
+    assert "M1 awaits approval" in res.stderr and "harness approve mid M1" in res.stderr
+    # The unit is open, not failed: nothing for a person to resume.
+    assert [e["event"] for e in s.events("top")][-1] == "plan_started"
+    assert status_rows(s, "mid")["M1"]["status"] == "awaiting approval"
+    assert s.cli("approve", "mid", "M1").returncode == 0
+    res = s.cli("run", "top")
+    assert res.returncode == 0, res.stderr
+    assert ends(s, "top", "inner")["event"] == "step_completed"
+    assert sorted(applied(s, "top")) == ["T1", "T3"] and list(applied(s, "mid")) == ["M1"]
+    for task in ("top", "mid"):
+        assert s.cli("audit", task).returncode == 0
+    replay = s.cli("replay", "top")
+    assert replay.returncode == 0, replay.stdout + replay.stderr

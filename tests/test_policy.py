@@ -570,6 +570,7 @@ def test_the_prompt_names_what_the_policy_refuses(tmp_path: Path) -> None:
                 "goal": "g",
                 "constraints": [],
                 "inputs": {"paths": [], "blobs": []},
+                "expected": {"schema": "json", "fields": ["plan", "diffs"]},
                 "write_scope": "none",
             }
         },

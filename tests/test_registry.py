@@ -103,10 +103,11 @@ def test_next_records_the_cli_version_and_refuses_one_out_of_range(sample: Sampl
     low = sample.cli("next", "demo", env=fake("2.0.1"))
     assert low.returncode == 1
     said = [line for line in low.stderr.splitlines() if "2.0.1" in line]
-    assert said == ["harness: T1 blocked: subtask T1: agent claude: version 2.0.1 outside >=2.0.34"]
-    assert "subagent_invoked" not in sample.names()
-    assert sample.names()[-1] == "blocker_encountered"  # the pre-flight's reason is logged
-    assert sample.cli("resume", "demo", "--reason", "claude upgraded").returncode == 0
+    assert said == [
+        "harness: pre-flight of task demo: 1 problem(s), no worker called: "
+        "subtask T1: agent claude: version 2.0.1 outside >=2.0.34"
+    ]
+    assert sample.events() == []  # refused before the run: nothing logged, nothing to resume
     res = sample.cli("next", "demo", env=fake("2.1.330"))
     assert res.returncode == 0, res.stderr
     (invoked,) = [e for e in sample.events() if e["event"] == "subagent_invoked"]

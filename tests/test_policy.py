@@ -21,6 +21,7 @@ from harness.workers import claude, codex, gemini, shim
 
 from .builders import FAST
 from .conftest import Sample, calc_patch, ok, subtask
+from .test_codex_gemini_shims import run as run_fake
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKES = ROOT / "tests" / "fakes"
@@ -608,16 +609,7 @@ def set_policy(sample: Sample, text: str) -> None:
 
 def run(sample: Sample, name: str, mode: str, command: str, log: Path) -> list[dict[str, Any]]:
     """One subtask through `harness run`; the fake CLI's log of its calls."""
-    sample.write_plan([subtask("T1")])
-    prefix = f"FAKE_{name.upper()}_"
-    env = {
-        "PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}",
-        prefix + "MODE": mode,
-        prefix + "LOG": str(log),
-        prefix + "COMMAND": command,
-    }
-    sample.cli("run", "demo", env=env)
-    return [orjson.loads(line) for line in log.read_bytes().splitlines()] if log.exists() else []
+    return run_fake(sample, name, mode, log, command)[1]
 
 
 def failure(sample: Sample) -> dict[str, Any]:

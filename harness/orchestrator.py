@@ -540,6 +540,7 @@ def preflight_run(task: Task) -> None:
         task.log.now(),
         task.probe,
         lambda paths: task.git.blob_hashes(head, paths),
+        policy.load(task.layout),
     )
     found = preflight.remaining(task.plan, task.model, checker, task.person)
     if found:

@@ -7,8 +7,9 @@ token spent, say: logged as a step_failed in phase "preflight", then a blocker).
 Each problem is one line naming the subtask. What is checked: a registry agent takes the
 subtask's role; that agent is present and its CLI's version in range (asked once per agent);
 a usable write token covers what the subtask may write ("write_scope": "none" needs none);
-its inputs exist at the base; its supervisor can run, and a person is at hand for a
-subtask a person must approve. An input a subtask depends on another to create is checked
+its inputs exist at the base; its supervisor can run; ai/policy.toml allows every
+command the registry lets its agent run; and a person is at hand for a subtask a person
+must approve. An input a subtask depends on another to create is checked
 only once that one is done: `plan validate` checks the inputs of subtasks with no
 dependencies.
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import budgets, config, nesting, protocol, registry, repo, supervision, tokens
+from . import budgets, config, nesting, policy, protocol, registry, repo, supervision, tokens
 from . import plan as plan_mod
 from .contain import Containment
 from .errors import HarnessError, InvalidInput
@@ -51,9 +52,11 @@ class Checker:
         now: str,
         probe: Probe | None,
         hashes: Hashes,
+        rules: policy.Policy | None = None,
     ) -> None:
         self.agents, self.store, self.now = list(agents), list(store), now
         self.probe, self.hashes = probe, hashes
+        self.rules = rules  # ai/policy.toml, whose refusals of registry commands are problems
         self.probed: dict[str, str | None] = {}  # agent id -> why it cannot run, or None
 
     def subtask(self, sub: Subtask, inputs: bool = True, fallbacks: int = 0) -> Cleared | list[str]:
@@ -66,6 +69,7 @@ class Checker:
         why = self.agent_problem(agent)
         if why is not None:
             problems.append(f"subtask {sub.id}: {why}")
+        problems += self.refused_commands(agent)
         token, why = self.token(sub)
         if why is not None:
             problems.append(f"subtask {sub.id}: {why}")
@@ -111,6 +115,18 @@ class Checker:
             except HarnessError as exc:
                 self.probed[agent.id] = str(exc)
         return self.probed[agent.id]
+
+    def refused_commands(self, agent: Agent) -> list[str]:
+        """The agent's registry commands the policy refuses: the registry and the policy
+        must agree before a run, rather than a worker finding a command gone."""
+        if self.rules is None:
+            return []
+        kept = self.rules.effective(agent.commands).commands
+        return [
+            f"agent {agent.id}: ai/policy.toml refuses its registry command {c!r}"
+            for c in agent.commands
+            if c not in kept
+        ]
 
     def token(self, sub: Subtask) -> tuple[str | None, str | None]:
         """The write token for a new call of `sub`, or why there is none."""
@@ -182,6 +198,7 @@ def plan_problems(layout: Layout, plan: Plan, agents: Sequence[Agent], now: str)
                 now,
                 lambda agent: contain.probe(agent, Path(scratch) / agent.id),
                 lambda paths: git.blob_hashes(head, paths),
+                policy.load(layout),
             )
             return (
                 budgets.problems(cfg, plan)

@@ -682,11 +682,20 @@ def test_claudes_commands_are_checked_without_a_policy_too(sample: Sample, tmp_p
     assert "--verbose" not in calls[0]["argv"]  # without a policy, the flags as before
 
 
-def test_a_policy_that_denies_the_registrys_only_command_turns_the_shell_off(
+def test_a_registry_command_the_policy_denies_fails_the_runs_preflight(
     sample: Sample, tmp_path: Path
 ) -> None:
     use(sample, "codex", commands=["git push"])
     set_policy(sample, NO_PUSH)
+    assert run(sample, "codex", "ok", "", tmp_path / "log") == []  # no call was made
+    res = sample.cli("run", "demo")
+    assert res.returncode == 1
+    assert "agent codex: ai/policy.toml refuses its registry command 'git push'" in res.stderr
+    assert sample.events() == []
+    # Its twin: the registry and the policy agreeing, the shell is off and the run completes.
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"][0]["commands"] = []
+    sample.write_json("ai/agents/registry.json", reg)
     [call] = run(sample, "codex", "ok", "", tmp_path / "log")
     assert "features.shell_tool=false" in call["argv"]
     assert sample.names()[-1] == "task_completed"

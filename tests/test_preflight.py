@@ -87,3 +87,26 @@ def test_plan_validate_checks_the_supervisor_too(sample: Sample) -> None:
     assert "subtask T1: supervised, but no agent has the 'audit' capability" in res.stderr
     with_auditor(sample)
     assert sample.cli("plan", "validate", "demo").returncode == 0
+
+
+def test_a_registry_command_the_policy_refuses_is_a_preflight_problem(sample: Sample) -> None:
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"][0]["commands"] = ["make test", "git push"]
+    sample.write_json("ai/agents/registry.json", reg)
+    (sample.root / "ai" / "policy.toml").write_text('[bash]\ndenylist = ["git push *"]\n')
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    res = sample.cli("run", "demo")
+    assert res.returncode == 1
+    assert "1 problem(s)" in res.stderr
+    assert "agent scripted: ai/policy.toml refuses its registry command 'git push'" in res.stderr
+    assert sample.events() == []
+    # Its twin: the registry asks only for what the policy allows.
+    reg["agents"][0]["commands"] = ["make test"]
+    sample.write_json("ai/agents/registry.json", reg)
+    assert sample.cli("run", "demo").returncode == 0
+    # plan validate says the same.
+    reg["agents"][0]["commands"] = ["git push"]
+    sample.write_json("ai/agents/registry.json", reg)
+    res = sample.cli("plan", "validate", "demo")
+    assert res.returncode == 2 and "refuses its registry command 'git push'" in res.stderr

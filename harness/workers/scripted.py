@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="store_true")
     parser.add_argument("--script", type=Path)
     parser.add_argument("--agent-id", default="scripted")
+    # What harness gives any protocol worker the registry lets run commands; it runs none.
+    parser.add_argument("--allow-command", action="append", default=[])
     args = parser.parse_args(argv)
     if args.version:
         print(f"scripted-cli {__version__}")

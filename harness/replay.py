@@ -224,7 +224,10 @@ class Recording:
         git = task.git
         if commit is None or not git.exists(_commit_id(commit)):
             return  # the recorded run did not land it: what the replay does instead diverges
-        parent = git.git("rev-parse", f"{commit}^").strip()
+        code, out, _ = git.try_git("rev-parse", "--verify", "--quiet", f"{commit}^")
+        parent = out.strip()
+        if code != 0:
+            return  # a commit with no parent was never a change: the replay's diverges
         if parent != git.head() and not git.is_ancestor(parent, git.head()):
             self._forward(task, parent, f"commit {str(commit)[:12]} on {parent[:12]}")
 

@@ -32,6 +32,7 @@ class Run:
     tail: str
     log: Path
     cut: bool = False  # the log stopped at LOG_LIMIT: its whole is not known
+    warnings: int = 0  # lines of its output that speak of a warning
 
     @property
     def ok(self) -> bool:
@@ -75,7 +76,7 @@ class Check:
             found["flaky"] = self.flaky
         if self.flipped:
             found["flipped"] = list(self.flipped)
-        warned = max((warnings(run.log) for run in self.runs), default=0) if self.passed else 0
+        warned = max((run.warnings for run in self.runs), default=0) if self.passed else 0
         if warned:  # a supervisor is told of a pass that warned (supervision.py)
             found["warnings"] = warned
         return found
@@ -104,16 +105,7 @@ class Check:
         }
 
 
-WARNING = re.compile(rb"\bwarn(?:ing)?s?\b", re.IGNORECASE)
-
-
-def warnings(log: Path) -> int:
-    """Lines of a command's output that speak of a warning (0 when it left no output)."""
-    try:
-        with log.open("rb") as out:
-            return sum(1 for line in out if WARNING.search(line))
-    except OSError:
-        return 0
+WARNING = re.compile(r"\bwarn(?:ing)?s?\b", re.IGNORECASE)
 
 
 Boxes = Callable[[Path, Path], sandbox.Box | None]
@@ -154,7 +146,8 @@ class Runner:
         tail = " | ".join(lines[-TAIL_LINES:])[-400:]
         timed_out = result.timed_out is not None
         cut = bool(result.truncated)
-        return Run(result.code, timed_out, result.leaked, result.duration_s, tail, log, cut)
+        warned = sum(1 for line in lines if WARNING.search(line))
+        return Run(result.code, timed_out, result.leaked, result.duration_s, tail, log, cut, warned)
 
     def check(self, name: str, command: str, cwd: Path) -> Check:
         return Check(name, command, (self.run(name, command, cwd),), self.network)

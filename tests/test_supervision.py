@@ -3,6 +3,8 @@ REORIENT, PAUSE), a person's (approve, reject), each recorded, replayed and audi
 
 from __future__ import annotations
 
+import json
+import tomllib
 from typing import Any
 
 import orjson
@@ -102,8 +104,33 @@ def test_continue_commits_after_the_supervisor_saw_the_checked_change(supervised
     assert orjson.loads(blobs["checkpoint/subtask.json"])["call_id"] == asked["of"]
     checks = orjson.loads(blobs["checkpoint/checks.json"])
     assert [c["event"] for c in checks] == ["build_succeeded", "test_passed"]
+    assert orjson.loads(blobs["checkpoint/flags.json"]) == []  # nothing here to reconcile
     approved = events(s, "step_approved")[0]["details"]
     assert approved == {"call_id": asked["call_id"], "by": "auditor", "reason": "looks right"}
+    clean(s)
+
+
+def test_a_check_that_passed_with_warnings_is_flagged_to_the_supervisor(
+    supervised: Sample,
+) -> None:
+    s = supervised
+    config = (s.root / "ai/harness.toml").read_text()
+    line = next(x for x in config.splitlines() if x.startswith("build = "))
+    build = tomllib.loads(line)["build"]
+    warned = json.dumps(f"echo 'warning: old API'; {build}")
+    s.set_config(config.replace(line, f"build = {warned}"))
+    s.write_script(
+        [ok("T1", ("src/calc.py", calc_patch("A = 1"))), verdict("T1", "CONTINUE"), T2_OK]
+    )
+    assert s.cli("run", "demo").returncode == 0
+    built = events(s, "build_succeeded")[0]["details"]
+    assert built["warnings"] == 1
+    asked = events(s, "supervisor_invoked")[0]["details"]
+    _, prompt = exchange(s, asked["call_id"])
+    blobs = {b["name"]: b["text"] for b in prompt["payload"]["inputs"]["blobs"]}
+    assert orjson.loads(blobs["checkpoint/flags.json"]) == [
+        "check build passed with 1 warning line(s)"
+    ]
     clean(s)
 
 

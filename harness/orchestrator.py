@@ -115,6 +115,7 @@ class Task:
     live: Live = field(default_factory=Silent)  # progress for people, never recorded
     depth: int = 0  # how deep in plans running plans this task runs (nesting.py)
     person: bool = True  # someone may approve a change now (`run --no-human`: nobody)
+    rules: policy.Policy | None = None  # ai/policy.toml as this command read it
 
     @classmethod
     def load(
@@ -138,7 +139,8 @@ class Task:
             depth=depth,
         )
         if log is None:  # a replay makes no call; each exchange's argv holds its policy
-            task.agents = policy.apply(task.agents, policy.load(layout), root)
+            task.rules = policy.load(layout)
+            task.agents = policy.apply(task.agents, task.rules, root)
         task.log.uncontained = not task.config.contained
         over = budgets.problems(task.config, task.plan)
         if over:
@@ -540,7 +542,7 @@ def preflight_run(task: Task) -> None:
         task.log.now(),
         task.probe,
         lambda paths: task.git.blob_hashes(head, paths),
-        policy.load(task.layout),
+        task.rules,
     )
     found = preflight.remaining(task.plan, task.model, checker, task.person)
     if found:

@@ -467,20 +467,18 @@ def _step(task: orchestrator.Task, log: ReplayLog) -> bool:
         return True
     except Diverged:
         raise
-    except AwaitingApproval as halt:
-        # The person's verdict, as recorded, is the record's next line.
-        expected = log.expected
-        if expected is None:
-            return False
-        if expected["event"] not in VERDICTS or (expected.get("details") or {}).get("by") != HUMAN:
-            raise Diverged(len(log.events), describe(expected), f"a halt: {halt}") from None
-        log.copy_expected()
-        return True
     except Halted as halt:
+        # What a person did next is the record's next line: resolved the blocker, or gave
+        # the verdict a change awaited.
         expected = log.expected
         if expected is None:
             return False
-        if expected["event"] != "blocker_resolved" or task.model.blocker is None:
+        if isinstance(halt, AwaitingApproval):
+            by = (expected.get("details") or {}).get("by")
+            went_on = expected["event"] in VERDICTS and by == HUMAN
+        else:
+            went_on = expected["event"] == "blocker_resolved" and task.model.blocker is not None
+        if not went_on:
             raise Diverged(len(log.events), describe(expected), f"a halt: {halt}") from None
         log.copy_expected()
         return True

@@ -853,7 +853,6 @@ class Subtask:
         sub, model = self.sub, self.task.model
         loop, rounds = sub.loop, model.rounds(sub.id)
         assert loop is not None
-        unmet = _unmet(att.last("phase_completed")) if commit is not None else []
         if commit is None:
             earlier = self.earlier_round()
             unmet = [] if earlier is None else _unmet(earlier)
@@ -865,6 +864,7 @@ class Subtask:
                 )
                 return None
             return "no_diff"
+        unmet = _unmet(att.last("phase_completed"))
         if loop.until == "acceptance" and not unmet:
             return "acceptance"
         if rounds >= loop.rounds:

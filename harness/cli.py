@@ -121,6 +121,8 @@ def _short(value: str | None) -> str:
 def cmd_init(args: argparse.Namespace) -> int:
     made = scaffold.init(_layout(args), args.gemini)
     print("created " + ", ".join(made) if made else "nothing to do: ai/ is already set up")
+    for note in scaffold.missing(args.gemini):
+        print(note, file=sys.stderr)
     return 0
 
 

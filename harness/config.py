@@ -28,8 +28,13 @@ visible = ["**"]
 
 [defaults]
 timeouts = { soft_s = 600, hard_s = 900 }
-budgets = { max_tokens = 8192 }
 verify_timeout_s = 900
+
+# What a task may spend, as the agent CLIs report it (tokens read and written, USD), checked
+# before each call; claude is also told the cost left (--max-budget-usd).
+# [budgets]
+# max_tokens = 2000000
+# max_cost_usd = 5.0
 """
 
 
@@ -112,7 +117,7 @@ def load(path: Path, raw: bytes | None = None) -> Config:
         manifests=tuple(scope.get("manifests", DEFAULT_MANIFESTS)),
         verify=_verify(verify, data.get("coverage", {})),
         timeouts=dict(timeouts),
-        budgets=dict(defaults.get("budgets", {"max_tokens": 8192})),
+        budgets=dict(defaults.get("budgets", {})),
         verify_timeout_s=float(defaults.get("verify_timeout_s", 900)),
         max_diff_bytes=int(limits.get("max_diff_bytes", 1_000_000)),
         max_files=int(limits.get("max_files", 100)),

@@ -988,8 +988,9 @@ class Subtask:
         if flight.future is not None and flight.staging is not None:
             result = flight.future.result()
             stdout = (flight.staging / "stdout.ndjson").read_bytes()
-            outcome = worker.judge(
-                stdout, result.code, result.timed_out, task.task_id, agent.id, limits
+            outcome = self.lost_edit(
+                worker.judge(stdout, result.code, result.timed_out, task.task_id, agent.id, limits),
+                call,
             )
             made = {
                 "task_id": task.task_id,
@@ -1000,13 +1001,46 @@ class Subtask:
                 "exit_code": result.code,
                 "timed_out": result.timed_out,
             }
+            if outcome.cli_argv is not None:
+                made["cli_argv"] = list(outcome.cli_argv)
             exchange = exchanges.commit(flight.staging, folder, call, outcome, made, task.ledger)
             fault("after:exchange")
         assert exchange is not None, "the exchange was recorded or just committed"
         self.account.answered(call.call_id, exchange)
         meta = exchange.meta
-        return worker.judge(
-            exchange.stdout, meta["exit_code"], meta["timed_out"], task.task_id, agent.id, limits
+        return self.lost_edit(
+            worker.judge(
+                exchange.stdout,
+                meta["exit_code"],
+                meta["timed_out"],
+                task.task_id,
+                agent.id,
+                limits,
+            ),
+            call,
+        )
+
+    def lost_edit(self, outcome: worker.Outcome, call: envelope.Call) -> worker.Outcome:
+        """A call that may write and answered ok without a change lost its edit (a CLI's
+        edit tool failed and it said nothing, or the model never made one): a retryable
+        failure, never a step done with nothing committed. A read-only call, a review, a
+        loop round (which ends its loop so) and a subtask whose plan says a change is
+        optional may answer without one."""
+        sub = self.sub
+        if (
+            outcome.status != "ok"
+            or outcome.result.get("diffs")
+            or call.prompt["payload"]["write_scope"] == "none"
+            or sub.role in NO_CHANGE_ROLES
+            or sub.loop is not None
+            or sub.no_change_ok
+        ):
+            return outcome
+        return worker.Outcome(
+            "error",
+            "retryable",
+            "the answer changes no file, though the subtask writes: a lost edit "
+            '(a subtask that may rightly change nothing says "no_change_ok": true)',
         )
 
     def record_outcome(self, agent: Agent, call: envelope.Call, outcome: worker.Outcome) -> None:
@@ -1385,6 +1419,10 @@ def _answer(
     if told is not None:
         told()
     return result
+
+
+# Roles whose work is a judgment: their answer may rightly change nothing.
+NO_CHANGE_ROLES = frozenset({"review", "audit"})
 
 
 def _round_text(rounds: int, loop: plan_mod.Loop) -> str:

@@ -25,7 +25,7 @@ import yaml
 
 from . import files, schemas
 from .errors import InvalidInput
-from .registry import SHIMS
+from .registry import shim_entry
 from .workers import launcher
 
 SOURCES = {"claude": ".claude/agents", "gemini": ".gemini/agents"}
@@ -95,18 +95,14 @@ def run(root: Path, source: str, now: str) -> list[str]:
     for item in found:
         persona = f"ai/agents/personas/{item.id}.md"
         files.atomic_write(root / persona, f"<!-- {item.description} -->\n{item.body}".encode())
-        kept.append(
-            {
-                "id": item.id,
-                "cmd": f"ai/agents/bin/{source}-cli",
-                "version": ">=0.1",
-                "args": ["--agent-id", item.id],
-                "capabilities": [item.id],
-                "env": list(SHIMS[source][1]),
-                "persona": persona,
-                "source": {"from": source, "file": item.file, "imported_at": now},
-            }
-        )
+        entry = shim_entry(source, item.id)
+        entry |= {
+            "args": ["--agent-id", item.id],
+            "capabilities": [item.id],
+            "persona": persona,
+            "source": {"from": source, "file": item.file, "imported_at": now},
+        }
+        kept.append(entry)
     data["agents"] = kept
     schemas.validate("registry", data, "ai/agents/registry.json")
     files.atomic_write(registry_path, files.pretty(data))

@@ -44,6 +44,7 @@ class Subtask:
     plan: str | None = None  # the task whose plan it runs as one unit (nesting.py), not a call
     supervised: str | None = None  # who gives a verdict before its work counts: AGENT, HUMAN
     loop: Loop | None = None  # its call repeated on the new head, round after round
+    no_change_ok: bool = False  # a writing call may answer without a change
 
     def agent_at(self, fallbacks: int) -> str | None:
         """The agent called after `fallbacks` gave up: the plan's next one, else by role."""
@@ -125,6 +126,7 @@ def _subtask(s: dict[str, Any], on_error: str, supervised: bool | str) -> Subtas
         limits=tuple(sorted(s.get("budgets", {}).items())),
         supervised=_supervisor(s.get("supervised", supervised)),
         loop=Loop(s["loop"]["max"], s["loop"]["until"]) if "loop" in s else None,
+        no_change_ok=bool(s.get("no_change_ok", False)),
     )
 
 

@@ -304,8 +304,12 @@ class _Boxed:
         self._pid: int | None = None
 
     def env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """The command's environment with host paths of the box as seen inside it."""
-        return {k: str(self.box.inside(Path(v))) if k == "HOME" else v for k, v in env.items()}
+        """The command's environment with host paths of the box as seen inside it, and the
+        box's own programs first on PATH."""
+        inside = {k: str(self.box.inside(Path(v))) if k == "HOME" else v for k, v in env.items()}
+        if self.box.programs:
+            inside["PATH"] = os.pathsep.join([str(sandbox.BIN), inside.get("PATH", os.defpath)])
+        return inside
 
     def started(self) -> None:
         os.close(self._info_w)

@@ -10,39 +10,70 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from . import files, proc, sandbox
+from . import files, installed, proc, sandbox
 from .errors import Halted, InvalidInput
 
-# The shims `harness init` registers: id, capabilities, and the variables each CLI needs.
+# The roles every shim can take: each CLI reads, edits files and answers in JSON.
+CODING = ("localized-impl", "micro-refactor", "test-author", "doc-writer", "codegen", "review")
+# The shims `harness init` registers: capabilities, and the variables each CLI may see: its
+# keys, and the base URLs a gateway, proxy or cloud user points it with.
 SHIMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "claude": (
-        ("test-author", "doc-writer", "review", "micro-refactor", "localized-impl"),
-        ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"),
+        (*CODING, "plan", "orchestrate", "audit", "merge"),
+        (
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_MODEL",
+            "CLAUDE_CODE_USE_BEDROCK",
+            "CLAUDE_CODE_USE_VERTEX",
+            "ANTHROPIC_VERTEX_PROJECT_ID",
+            "CLOUD_ML_REGION",
+            "AWS_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+        ),
     ),
     "codex": (
-        ("plan", "orchestrate", "codegen", "audit", "merge"),
-        ("CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+        (*CODING, "plan", "orchestrate", "audit", "merge"),
+        ("CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_MODEL"),
     ),
-    "gemini": (("review", "doc-writer"), ("GEMINI_API_KEY",)),
+    "gemini": (
+        (*CODING, "audit"),
+        (
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "GOOGLE_GEMINI_BASE_URL",
+            "GEMINI_MODEL",
+            "GOOGLE_CLOUD_PROJECT",
+            "GOOGLE_CLOUD_LOCATION",
+            "GOOGLE_GENAI_USE_VERTEXAI",
+        ),
+    ),
 }
 
 
-def default(shims: list[str]) -> dict[str, object]:
-    """A registry of the named shims, launched from ai/agents/bin/<id>-cli; each CLI must
-    reach its model's API, so each gets the host's network (its files stay boxed)."""
-    return {
-        "agents": [
-            {
-                "id": name,
-                "cmd": f"ai/agents/bin/{name}-cli",
-                "version": ">=0.1",
-                "capabilities": list(SHIMS[name][0]),
-                "env": list(SHIMS[name][1]),
-                "network": "host",
-            }
-            for name in shims
-        ]
+def shim_entry(name: str, agent_id: str | None = None) -> dict[str, object]:
+    """A registry entry for one shim, launched from ai/agents/bin/<name>-cli. Its CLI must
+    reach its model's API, so it gets the host's network; its files stay boxed, and `cli`
+    has harness bind the CLI as installed."""
+    entry: dict[str, object] = {
+        "id": agent_id or name,
+        "cmd": f"ai/agents/bin/{name}-cli",
+        "cli": name,
+        "version": ">=0.1",
+        "capabilities": list(SHIMS[name][0]),
+        "env": list(SHIMS[name][1]),
+        "network": "host",
     }
+    return entry
+
+
+def default(shims: list[str]) -> dict[str, object]:
+    """A registry of the named shims."""
+    return {"agents": [shim_entry(name) for name in shims]}
 
 
 _VERSION = re.compile(r"\d+(?:\.\d+)+(?:[.-]?(?:a|b|rc|dev|post)\d*)*")
@@ -62,6 +93,7 @@ class Agent:
     network: bool = False  # the host's network, for a CLI that must reach its model API
     read: tuple[str, ...] = ()  # host files its sandbox may read: "~/x" or an absolute path
     policy: tuple[str, ...] | None = None  # launch args from ai/policy.toml (policy.py)
+    cli: str | None = None  # the agent CLI its command drives, bound as installed
 
     def argv(self, root: Path) -> list[str]:
         """How to start it: the command, its args, its persona file if it has one, and the
@@ -77,17 +109,42 @@ class Agent:
         return path if path.is_absolute() else root / path
 
     def box(self, root: Path, work: Path, home: Path, hide: tuple[Path, ...]) -> sandbox.Box:
-        """Its sandbox: `work` and `home`, its program and persona, the files it may read."""
+        """Its sandbox: `work` and `home`, its program and persona, the files it may read,
+        and its CLI as installed with that CLI's own settings."""
         own = [self.executable(root), *([root / self.persona] if self.persona else [])]
         user_home = Path(os.environ.get("HOME", "/nonexistent"))
+        read = [p[2:] for p in self.read if p.startswith("~/")]
+        install = self.install(root, hide)
+        settings = list(install.settings) if install else []
         return sandbox.Box(
             work=work,
             home=home,
             network=self.network,
             files=tuple(own + [Path(p) for p in self.read if not p.startswith("~/")]),
-            home_files=tuple((user_home / p[2:], p[2:]) for p in self.read if p.startswith("~/")),
+            home_files=tuple((user_home / rel, rel) for rel in dict.fromkeys(settings + read)),
             hide=hide,
+            binds=install.binds if install else (),
+            programs=install.programs if install else (),
         )
+
+    def install(self, root: Path, hide: tuple[Path, ...] = ()) -> installed.Install | None:
+        """Its CLI as found on the caller's PATH, or None when the entry names none; Halted
+        with what is missing when it cannot be found, or when its install would show the
+        repository's .git or ai/ or harness's own state."""
+        if self.cli is None:
+            return None
+        user_home = Path(os.environ.get("HOME", "/nonexistent"))
+        try:
+            found = installed.find(self.cli, os.environ.get("PATH", os.defpath), user_home)
+        except installed.NotInstalled as exc:
+            raise Halted(f"agent {self.id}: {exc}; install it, or put it on PATH") from None
+        for host, _ in found.binds:
+            if _exposes(host, root) or any(_holds(host, Path(h)) for h in hide if h != root):
+                raise Halted(
+                    f"agent {self.id}: {self.cli} is installed at {host}, inside what "
+                    "no sandbox may show"
+                )
+        return found
 
 
 def load(path: Path, root: Path, raw: bytes | None = None) -> list[Agent]:
@@ -105,6 +162,7 @@ def load(path: Path, root: Path, raw: bytes | None = None) -> list[Agent]:
             commands=tuple(a.get("commands", [])),
             network=a.get("network", "none") == "host",
             read=tuple(a.get("read", [])),
+            cli=a.get("cli"),
         )
         for a in data["agents"]
     ]
@@ -133,6 +191,12 @@ def _exposes(path: Path, root: Path) -> bool:
     real, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
     inside = [top / ".git", top / "ai"]
     return real == top or real in top.parents or any(real == p or p in real.parents for p in inside)
+
+
+def _holds(path: Path, other: Path) -> bool:
+    """`path` is `other` or a folder above it, or lies inside it."""
+    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(other))
+    return real == top or real in top.parents or top in real.parents
 
 
 def route(agents: list[Agent], role: str, agent_id: str | None) -> Agent | None:

@@ -28,6 +28,12 @@ from .errors import Halted
 
 WORK = Path("/sandbox/work")
 HOME = Path("/sandbox/home")
+BIN = Path("/sandbox/bin")  # an agent CLI and its runtime, first on PATH
+# Who a sandboxed command is: never root, even when harness is. An agent CLI's own sandbox
+# (codex's bubblewrap, claude's for its Bash tool) cannot map root into a user namespace
+# nested in ours, and fails (docs/agent-sandboxes.md); as any other uid it starts. Fixed,
+# so nothing a command prints depends on who ran harness.
+UID = 1000
 FIX = (
     'install bubblewrap (apt-get install -y bubblewrap), or set [sandbox] mode = "off" '
     "in ai/harness.toml to run uncontained"
@@ -100,7 +106,8 @@ class Box:
 
     `files` are host files bound read-only where they are (the worker's own program, its
     persona); `home_files` are files of the user's home a CLI needs, bound read-only at the
-    same place under HOME.
+    same place under HOME; `binds` and `programs` are an agent CLI as installed
+    (installed.py).
     """
 
     work: Path
@@ -110,6 +117,8 @@ class Box:
     files: tuple[Path, ...] = ()
     home_files: tuple[tuple[Path, str], ...] = ()
     hide: tuple[Path, ...] = ()  # host trees no toolchain bind may expose
+    binds: tuple[tuple[Path, Path], ...] = ()  # (host, inside), read-only: an agent CLI's install
+    programs: tuple[tuple[str, Path], ...] = ()  # linked from BIN: the CLI and its runtime
 
     def inside(self, path: Path) -> Path:
         """Where a host path under `work` or `home` is seen from inside."""
@@ -208,6 +217,10 @@ def prefix(box: Box, cwd: Path, init: tuple[str, int, int] | None = None) -> lis
         "--new-session",
         "--cap-drop",
         "ALL",
+        "--uid",
+        str(UID),
+        "--gid",
+        str(UID),
         "--hostname",
         "sandbox",
         "--ro-bind",
@@ -229,6 +242,12 @@ def prefix(box: Box, cwd: Path, init: tuple[str, int, int] | None = None) -> lis
         argv += ["--ro-bind", str(path), str(path)]
     for path, rel in box.home_files:
         argv += ["--ro-bind-try", str(path), str(HOME / rel)]
+    for host, seen in box.binds:
+        argv += ["--ro-bind", str(host), str(seen)]
+    if box.programs:
+        argv += ["--dir", str(BIN)]
+    for name, host in box.programs:
+        argv += ["--symlink", str(host), str(BIN / name)]
     argv += ["--chdir", str(cwd)]
     if init is not None:
         python, fd, _ = init

@@ -3,9 +3,19 @@ where none is, so a person's own is never overwritten."""
 
 from __future__ import annotations
 
+import os
+import shutil
+
 from . import config, files, registry, tokens
 from .layout import Layout
 from .workers import launcher
+
+# How each CLI is installed, for the note `init` prints when one is not on PATH.
+PACKAGES = {
+    "claude": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "gemini": "@google/gemini-cli",
+}
 
 
 def init(layout: Layout, gemini: bool) -> list[str]:
@@ -28,3 +38,15 @@ def init(layout: Layout, gemini: bool) -> list[str]:
                 path.chmod(0o755)
             made.append(path.relative_to(layout.root).as_posix())
     return made
+
+
+def missing(gemini: bool) -> list[str]:
+    """One line for each CLI the registry `init` writes names that is not on PATH."""
+    shims = ["claude", "codex", *(["gemini"] if gemini else [])]
+    path = os.environ.get("PATH", os.defpath)
+    return [
+        f"note: {name} is not on PATH: the {name} agent cannot run until it is "
+        f"(npm install -g {PACKAGES[name]})"
+        for name in shims
+        if shutil.which(name, path=path) is None
+    ]

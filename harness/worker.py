@@ -23,6 +23,7 @@ class Outcome:
     kind: str | None = None  # retryable | hard | format | timeout
     message: str | None = None
     result: dict[str, Any] = field(default_factory=dict)
+    cli_argv: tuple[str, ...] | None = None  # the command line a shim ran its CLI with
 
 
 def env_for(agent: Agent, home: Path) -> dict[str, str]:
@@ -116,6 +117,7 @@ def judge(
         return Outcome("error", "format", f"output violates the schema: {problem}")
     if answer["task_id"] != task_id or answer["agent_id"] != agent_id:
         return Outcome("error", "format", "output names another task or agent")
+    cli_argv = tuple(answer["cli_argv"]) if "cli_argv" in answer else None
     if answer["status"] == "ok":
         if code != 0:
             return Outcome("error", "format", f"status ok with exit code {code}")
@@ -125,8 +127,8 @@ def judge(
         sizes = [len(a["content"].encode()) for a in answer["result"].get("artifacts", [])]
         if any(size > max_artifact for size in sizes):
             return Outcome("error", "format", f"an artifact is over {max_artifact} bytes")
-        return Outcome("ok", result=answer["result"])
+        return Outcome("ok", result=answer["result"], cli_argv=cli_argv)
     kind, message = answer["error"]["kind"], answer["error"]["message"]
     if EXIT_KIND.get(code) != kind:
         return Outcome("error", "format", f"error kind {kind} with exit code {code}")
-    return Outcome("error", kind, message)
+    return Outcome("error", kind, message, cli_argv=cli_argv)

@@ -54,6 +54,14 @@ ANSWER_SCHEMA: dict[str, Any] = {
 READ_TOOLS = "Read,Grep,Glob"
 WRITE_TOOLS = "Edit,Write"
 
+# What the shim sets for claude: its own retries capped, so a rate-limited call fails in
+# seconds and harness's retry takes over; no update checks or other traffic beside the model.
+OWN_ENV = {
+    "CLAUDE_CODE_MAX_RETRIES": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+}
+
 # api_error_status values that a later call may well not meet again.
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 529})
 RETRYABLE_TEXT = re.compile(r"rate.?limit|overloaded|server.?error|too many requests", re.I)
@@ -63,6 +71,13 @@ HARD_TEXT = re.compile(r"authentication_failed|billing_error|invalid_request", r
 HARD_SUBTYPES = frozenset({"error_max_turns", "error_max_budget_usd"})
 
 TAIL = 500
+# The fields of claude's `usage` that count tokens the model read or wrote.
+TOKEN_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
 
 
 def version() -> str:
@@ -106,8 +121,10 @@ def command(
         argv += ["--settings", orjson.dumps(SANDBOX_SETTINGS).decode()]
     if denied:
         argv += ["--disallowedTools", ",".join(denied)]  # deny wins over any allow rule
-    if launch.policy is not None:
-        argv.append("--verbose")  # the output then lists each tool call, for check_tool_calls
+    # --allowedTools only pre-approves: the model is still offered every other tool
+    # (subagents, web fetch and search among them). --tools is what it is offered at all.
+    argv += ["--tools", ",".join(offered(env.writable, launch))]
+    argv.append("--verbose")  # the output lists each tool call and its result (check_edits)
     argv += [
         "--no-session-persistence",
         "--permission-mode",
@@ -133,6 +150,16 @@ POLICY_TOOLS: dict[str, tuple[str | None, str]] = {
 }
 # Never given to claude; under a policy that turns them off, refused in so many words.
 WEB_TOOLS = {"web_fetch": "WebFetch", "web_search": "WebSearch"}
+
+
+def offered(writable: bool, launch: shim.Launch) -> list[str]:
+    """The only tools the model is offered: the read tools, the edit tools when the subtask
+    writes, Bash when the registry allows commands; under a policy, only those it keeps."""
+    names = READ_TOOLS.split(",") + (WRITE_TOOLS.split(",") if writable else [])
+    if launch.policy is not None:
+        kept = {tool for key, (tool, _) in POLICY_TOOLS.items() if key in launch.policy.tools}
+        names = [n for n in names if n in kept]
+    return names + (["Bash"] if launch.commands else [])
 
 
 def tool_rules(
@@ -192,10 +219,12 @@ def _bash_rule(pattern: str) -> str:
 def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
     brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
     prompt = shim.render(env, brief, launch)
-    ran = shim.run_cli(command(env, box, brief, launch, shim.home()), env, box, prompt)
+    argv = command(env, box, brief, launch, shim.home())
+    ran = shim.run_cli(argv, env, box, prompt, OWN_ENV)
     final = result_message(ran)
     check(final)
     check_tool_calls(ran, final, launch, str(box.root))
+    check_edits(ran)
     answer = answer_of(final)
     denials = final.get("permission_denials") or []
     if denials:
@@ -292,7 +321,10 @@ def _tool_calls(messages: list[Any]) -> list[dict[str, Any]]:
 
 
 def answer_of(final: dict[str, Any]) -> dict[str, Any]:
-    """structured_output if the CLI gave one, else a JSON object found in the result text."""
+    """structured_output if the CLI gave one, else a JSON object found in the result text.
+
+    A `success` with an empty result and no structured output is how claude reports a
+    model stream cut short: retryable, though it exits 0."""
     if isinstance(final.get("structured_output"), dict):
         return shim.structured(final["structured_output"])
     text = final.get("result")
@@ -300,7 +332,52 @@ def answer_of(final: dict[str, Any]) -> dict[str, Any]:
         found = shim.json_in(text)
         if found is not None:
             return shim.structured(found)
+    if not text:
+        raise shim.ShimError("claude gave an empty answer (the model's reply was cut)", "retryable")
     raise shim.ShimError("claude gave no structured answer")
+
+
+def check_edits(ran: shim.Ran) -> None:
+    """An edit whose tool result is an error, with no later edit of the same file that
+    worked, is a lost edit: retryable, though claude may still end `success`."""
+    doc = orjson.loads(ran.stdout)
+    if not isinstance(doc, list):
+        return
+    edits = {c.get("id"): c for c in _tool_calls(doc) if c.get("name") in EDITING}
+    last: dict[str, tuple[bool, str]] = {}
+    for result in _tool_results(doc):
+        call = edits.get(result.get("tool_use_id"))
+        if call is None:
+            continue
+        given = call.get("input")
+        given = given if isinstance(given, dict) else {}
+        path = str(given.get("file_path") or given.get("notebook_path") or "a file")
+        last[path] = (bool(result.get("is_error")), _text_of(result.get("content")))
+    failed = [(p, why) for p, (error, why) in sorted(last.items()) if error]
+    if failed:
+        path, why = failed[0]
+        raise shim.ShimError(f"claude's edit of {path[:200]} failed: {why[:300]}", "retryable")
+
+
+def _tool_results(messages: list[Any]) -> list[dict[str, Any]]:
+    """The tool_result blocks the CLI sent back to the model, in order."""
+    found = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("type") != "user":
+            continue
+        inner = message.get("message")
+        content = inner.get("content") if isinstance(inner, dict) else None
+        if isinstance(content, list):
+            found += [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    return found
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
 
 
 def _error_text(final: dict[str, Any]) -> str:
@@ -331,7 +408,8 @@ def _metrics(final: dict[str, Any]) -> dict[str, Any]:
         found["session_id"] = final["session_id"]
     usage = final.get("usage")
     if isinstance(usage, dict):
-        counts = [usage.get(k) for k in ("input_tokens", "output_tokens")]
+        # Tokens read from and written to the prompt cache are read too, and billed.
+        counts = [usage.get(k) for k in TOKEN_FIELDS]
         if any(isinstance(c, int) for c in counts):
             found["tokens"] = sum(c for c in counts if isinstance(c, int))
     return found

@@ -7,10 +7,11 @@ computed by the shared shim from the sandbox, never taken from the model.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
-import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +81,20 @@ HARD_TEXT = re.compile(
     r"|unknown model|model .*(?:does not exist|not found|not supported)",
     re.I,
 )
-# Failures the next call may well not meet: rate limits, dropped streams, a quota that resets.
+# Failures the next call may well not meet: rate limits, dropped streams, a quota that resets,
+# a server that says it is busy (codex words a 500 "We're currently experiencing high demand").
 RETRYABLE_TEXT = re.compile(
     r"\b429\b|too many requests|stream disconnected|exceeded retry limit"
-    r"|usage limit.*try again|\b50[023]\b|overloaded",
+    r"|usage limit.*try again|\b50[0234]\b|overloaded|high demand|temporar",
     re.I | re.S,
 )
+
+# How often codex itself retries a request or a dropped stream before it gives up: harness
+# owns retries and time, so a rate-limited call fails in seconds, not minutes.
+OWN_RETRIES = 1
+# The provider the shim defines when the environment names a base URL: codex ignores
+# OPENAI_BASE_URL and reads its endpoint only from a provider.
+PROVIDER = "harness"
 
 TAIL = 500
 
@@ -111,6 +120,10 @@ def command(
         "codex",
         "exec",
         *shell,
+        *provider_overrides(dict(os.environ), user_config()),
+        # Only what a role needs: no web search, whatever the user's config turns on.
+        "-c",
+        'web_search="disabled"',
         "--json",
         "--skip-git-repo-check",  # the sandbox is a git repo, but its trust is not configured
         "--ephemeral",  # no session files left in CODEX_HOME for a throw-away sandbox
@@ -127,17 +140,64 @@ def command(
     ]
 
 
+def user_config() -> dict[str, Any]:
+    """The user's codex config (bound read-only into the sandbox's home), or {}."""
+    home = Path(os.environ.get("CODEX_HOME") or shim.home() / ".codex")
+    try:
+        doc = tomllib.loads((home / "config.toml").read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+    return doc
+
+
+def provider_overrides(environ: dict[str, str], config: dict[str, Any]) -> list[str]:
+    """`-c` overrides for the model provider: one defined from OPENAI_BASE_URL when the
+    environment sets it (a gateway user's only way to point codex elsewhere without editing
+    its config), else the user's own; either with codex's own retries capped."""
+    url = environ.get("OPENAI_BASE_URL")
+    caps = {"request_max_retries": OWN_RETRIES, "stream_max_retries": OWN_RETRIES}
+    if url:
+        key = next((k for k in ("CODEX_API_KEY", "OPENAI_API_KEY") if environ.get(k)), None)
+        fields: dict[str, Any] = {
+            "name": PROVIDER,
+            "base_url": url,
+            "wire_api": "responses",
+            **({"env_key": key} if key else {}),
+            **caps,
+        }
+        return [
+            "-c",
+            f"model_provider={_toml(PROVIDER)}",
+            *(
+                a
+                for k, v in fields.items()
+                for a in ("-c", f"model_providers.{PROVIDER}.{k}={_toml(v)}")
+            ),
+        ]
+    name = config.get("model_provider")
+    providers = config.get("model_providers")
+    if isinstance(name, str) and isinstance(providers, dict) and name in providers:
+        return [a for k, v in caps.items() for a in ("-c", f"model_providers.{name}.{k}={v}")]
+    return []
+
+
+def _toml(value: object) -> str:
+    """A value as TOML reads it on a `-c` line: a string quoted, a number as it is."""
+    return orjson.dumps(value).decode() if isinstance(value, str) else str(value)
+
+
 def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
     brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
     prompt = shim.render(env, brief, launch) + SCHEMA_NOTE
     # Outside the sandbox, so neither file shows up in the diffs.
-    side = Path(tempfile.mkdtemp(prefix="codex-", dir=box.root.parent))
+    side = shim.fresh_folder(box.root.parent, "codex")
     try:
         schema, last = side / "schema.json", side / "last-message.json"
         schema.write_bytes(orjson.dumps(ANSWER_SCHEMA))
         ran = shim.run_cli(command(env, box, schema, last, launch), env, box, prompt)
         events = parse_events(ran.stdout)
         check(ran, events)
+        check_edits(events)
         check_commands(events, launch)
         check_changes(events, launch, str(box.root))
         text = final_text(events, last)
@@ -182,6 +242,29 @@ def check(ran: shim.Ran, events: list[dict[str, Any]]) -> None:
     if RETRYABLE_TEXT.search(words):
         raise shim.ShimError(message, "retryable")
     raise shim.ShimError(message, "hard")
+
+
+def check_edits(events: list[dict[str, Any]]) -> None:
+    """A file change codex reports as failed is a lost edit, whatever codex's exit code says
+    (it exits 0 with its final message): retryable, as the next attempt may make it."""
+    for event in events:
+        item = event.get("item")
+        if (
+            event.get("type") == "item.completed"
+            and isinstance(item, dict)
+            and item.get("type") == "file_change"
+            and item.get("status") != "completed"
+        ):
+            changes = item.get("changes")
+            paths = [
+                str(c.get("path"))[:200]
+                for c in (changes if isinstance(changes, list) else [])
+                if isinstance(c, dict)
+            ]
+            status = str(item.get("status"))[:40]
+            raise shim.ShimError(
+                f"codex's edit of {', '.join(paths) or 'a file'} ended {status}", "retryable"
+            )
 
 
 def check_commands(events: list[dict[str, Any]], launch: shim.Launch) -> None:

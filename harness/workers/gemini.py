@@ -10,7 +10,9 @@ the sandbox, never taken from the model.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,32 @@ RETRYABLE_TEXT = re.compile(
     re.I,
 )
 _STDERR_ERROR = re.compile(r"^\[ERROR\]\s*(\{.*\})\s*$", re.M)
+# A model stream cut short: the next call may well get the whole of it.
+CUT_TEXT = re.compile(
+    r"incomplete json segment|stream.*(?:ended|closed|terminated)|ECONNRESET", re.I
+)
+# HTTP statuses in an error's `code`: auth and bad requests are hard, limits and outages not.
+HARD_STATUS = frozenset({400, 401, 403, 404})
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+# Tries of each request to the model, gemini's own retries included (it makes 10 over some
+# 200 s by default): harness owns retries and time.
+OWN_ATTEMPTS = 2
+# Tools gemini offers that no role needs: the web, subagents, its own memory and planning.
+NEVER = (
+    "web_fetch",
+    "google_web_search",
+    "invoke_agent",
+    "enter_plan_mode",
+    "exit_plan_mode",
+    "update_topic",
+    "save_memory",
+    "write_todos",
+    "activate_skill",
+    "ask_user",
+)
+WRITE_TOOLS = ("replace", "write_file")
+SHELL_TOOL = "run_shell_command"
 
 TAIL = 500
 
@@ -87,10 +115,57 @@ def command(env: shim.Envelope, launch: shim.Launch) -> list[str]:
     ]
 
 
+def settings(
+    writable: bool, launch: shim.Launch, environ: dict[str, str], turns: int | None = None
+) -> dict[str, Any]:
+    """gemini's system settings for the call, which win over the user's own: its retries
+    capped, the tools no role needs left out, the call's max_turns, and, when the user's
+    settings choose no way to authenticate, the one the environment provides (headless
+    gemini refuses to start without one, and a base URL alone selects one it refuses)."""
+    excluded = list(NEVER)
+    if not writable:
+        excluded += WRITE_TOOLS
+    if not launch.commands:
+        excluded.append(SHELL_TOOL)
+    doc: dict[str, Any] = {
+        "general": {"maxAttempts": OWN_ATTEMPTS},
+        "tools": {"exclude": excluded},
+    }
+    if turns is not None:
+        doc["model"] = {"maxSessionTurns": turns}
+    if _chosen_auth() is None:
+        if environ.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true":
+            doc["security"] = {"auth": {"selectedType": "vertex-ai"}}
+        elif environ.get("GEMINI_API_KEY"):
+            doc["security"] = {"auth": {"selectedType": "gemini-api-key"}}
+    return doc
+
+
+def _chosen_auth() -> str | None:
+    """The way to authenticate the user's own settings choose (bound read-only into the
+    sandbox's home), if any."""
+    try:
+        doc = orjson.loads((shim.home() / ".gemini" / "settings.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    auth = doc.get("security", {}).get("auth", {}) if isinstance(doc, dict) else {}
+    chosen = auth.get("selectedType") if isinstance(auth, dict) else None
+    return chosen if isinstance(chosen, str) else None
+
+
 def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
     brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
     prompt = shim.render(env, brief, launch)
-    ran = shim.run_cli(command(env, launch), env, box, prompt)
+    side = shim.fresh_folder(box.root.parent, "gemini")
+    try:
+        system = side / "system-settings.json"
+        turns = (env.payload.get("budgets") or {}).get("max_turns")
+        doc = settings(env.writable, launch, dict(os.environ), turns)
+        system.write_bytes(orjson.dumps(doc))
+        own = {"GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(system)}
+        ran = shim.run_cli(command(env, launch), env, box, prompt, own)
+    finally:
+        shutil.rmtree(side, ignore_errors=True)
     doc = output_of(ran)
     check(ran, doc)
     text = doc.get("response")
@@ -108,7 +183,8 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
 
 
 def output_of(ran: shim.Ran) -> dict[str, Any]:
-    """The JSON object on stdout, else the `[ERROR] {...}` object a fatal error puts on stderr."""
+    """The JSON object on stdout, else the error object a fatal error puts on stderr: a
+    pretty-printed `{session_id, error}` after a stack trace, or an `[ERROR] {...}` line."""
     text = ran.stdout.strip()
     if text:
         try:
@@ -117,7 +193,8 @@ def output_of(ran: shim.Ran) -> dict[str, Any]:
             doc = None
         if isinstance(doc, dict):
             return doc
-    found = _STDERR_ERROR.findall(ran.stderr.decode("utf-8", "replace"))
+    stderr = ran.stderr.decode("utf-8", "replace")
+    found = _STDERR_ERROR.findall(stderr)
     for chunk in reversed(found):
         try:
             err = orjson.loads(chunk)
@@ -125,19 +202,40 @@ def output_of(ran: shim.Ran) -> dict[str, Any]:
             continue
         if isinstance(err, dict):
             return {"error": err}
+    trailing = _trailing_object(stderr)
+    if trailing is not None:
+        return trailing
     if ran.code != 0:
         return {}  # check() words the failure from the exit code and stderr
     raise shim.ShimError(f"gemini printed no JSON (exit {ran.code}){ran.stderr_tail(TAIL)}")
 
 
+def _trailing_object(text: str) -> dict[str, Any] | None:
+    """The JSON object that ends `text`, starting on a line of its own."""
+    starts = [m.start() for m in re.finditer(r"^\{", text, re.M)]
+    for start in reversed(starts[-20:]):
+        try:
+            doc = orjson.loads(text[start:].strip())
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(doc, dict) and "error" in doc:
+            return doc
+    return None
+
+
 def check(ran: shim.Ran, doc: dict[str, Any]) -> None:
-    """Raise the error the run stands for: by exit code first, then by the error's words."""
+    """Raise the error the run stands for: by the HTTP status the error names, then by
+    exit code, then by the error's words."""
     err = doc.get("error")
     if ran.code == 0 and not err:
         return
     words = _error_text(err) or ran.stderr_tail(TAIL).removeprefix(": ")
     message = f"gemini exited {ran.code}: {words or 'no detail'}"[:2000]
     code: Any = err.get("code") if isinstance(err, dict) else None
+    if code in HARD_STATUS:
+        raise shim.ShimError(message, "hard")
+    if code in RETRYABLE_STATUS or CUT_TEXT.search(words):
+        raise shim.ShimError(message, "retryable")
     if ran.code in HARD_CODES or code in HARD_CODES:
         key = ran.code if ran.code in HARD_CODES else code
         raise shim.ShimError(f"{message} ({HARD_CODES[key]})", "hard")

@@ -111,14 +111,17 @@ def _git(root: Path, *args: str) -> str:
 
 @dataclass
 class Sandbox:
-    """A git repository holding only the visible files; readonly ones are not writable."""
+    """A git repository holding only the visible files; readonly ones are not writable.
+
+    `argv` is the command line the CLI was last started with there, for the answer line."""
 
     root: Path
     readonly: list[str] = field(default_factory=list)
+    argv: list[str] | None = None
 
     @classmethod
     def create(cls, source: Path, visible: list[str], readonly: list[str], parent: Path) -> Sandbox:
-        root = Path(tempfile.mkdtemp(prefix="sandbox-", dir=parent))
+        root = fresh_folder(parent, "work")
         kept = []
         for path in _files(source):
             if scope.matches(path, visible) and not path.startswith(".git"):
@@ -160,6 +163,18 @@ class Sandbox:
             if not path.is_symlink():
                 path.chmod(path.stat().st_mode | stat.S_IWUSR)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def fresh_folder(parent: Path, name: str) -> Path:
+    """`parent/name`, made; a fresh name beside it when that is taken. Each call has a home
+    of its own, so the name is fixed there, and the CLI's command line, which names it, is
+    the same each time the same call is made."""
+    wanted = parent / name
+    try:
+        wanted.mkdir(mode=0o700)
+    except FileExistsError:
+        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=parent))
+    return wanted
 
 
 def _files(source: Path) -> list[str]:
@@ -349,14 +364,21 @@ def render(env: Envelope, brief: str, launch: Launch) -> str:
 
 
 def answer(
-    env: Envelope | None, agent_id: str, result: dict[str, Any] | None, error: ShimError | None
+    env: Envelope | None,
+    agent_id: str,
+    result: dict[str, Any] | None,
+    error: ShimError | None,
+    argv: list[str] | None = None,
 ) -> tuple[bytes, int]:
-    """The one output line and the exit code that agrees with it."""
+    """The one output line and the exit code that agrees with it; `argv`, the command line
+    the CLI ran with, goes with a success and a failure alike, for the auditor."""
     out: dict[str, Any] = {
         "ts": env.ts if env else "1970-01-01T00:00:00Z",
         "task_id": env.task_id if env else "unknown",
         "agent_id": agent_id,
     }
+    if argv is not None:
+        out["cli_argv"] = argv
     if error is not None:
         out |= {"status": "error", "error": {"message": str(error)[:2000], "kind": error.kind}}
         code = EXIT[error.kind]
@@ -375,6 +397,15 @@ def structured(obj: object) -> dict[str, Any]:
         if key in obj:
             found[key] = obj[key]
     return found
+
+
+def over_budget(env: Envelope, result: dict[str, Any]) -> None:
+    """A call's max_tokens holds for what its CLI reported: none of the CLIs can be told a
+    token cap, so an answer over it is refused (hard) rather than let through."""
+    cap = (env.payload.get("budgets") or {}).get("max_tokens")
+    used = (result.get("metrics") or {}).get("tokens")
+    if isinstance(cap, int) and isinstance(used, int) and used > cap:
+        raise ShimError(f"the call used {used} tokens, over its max_tokens {cap}")
 
 
 def home() -> Path:
@@ -429,11 +460,12 @@ def main(
         ctx = env.context["payload"]
         box = Sandbox.create(Path.cwd(), ctx["visible"], ctx["readonly"], home())
         result = work(env, box, launch)
+        over_budget(env, result)
         if env.writable:
             result["diffs"] = box.diffs()
-        line, code = answer(env, agent_id, result, None)
+        line, code = answer(env, agent_id, result, None, box.argv)
     except ShimError as exc:
-        line, code = answer(env, agent_id, None, exc)
+        line, code = answer(env, agent_id, None, exc, box.argv if box else None)
     finally:
         if box is not None:
             box.remove()
@@ -460,15 +492,25 @@ class Ran:
         return f": {tail}" if tail else ""
 
 
-def run_cli(argv: list[str], env: Envelope, box: Sandbox, prompt: str) -> Ran:
+def run_cli(
+    argv: list[str],
+    env: Envelope,
+    box: Sandbox,
+    prompt: str,
+    extra_env: dict[str, str] | None = None,
+) -> Ran:
     """The CLI in the sandbox: prompt on stdin then EOF, output to files, group-killed on time.
+    `extra_env` is what the shim sets for the CLI on top of its own environment (the caps on
+    the CLI's own retries).
 
     A CLI missing from PATH is hard; one that had to be killed is retryable.
     """
-    work = Path(tempfile.mkdtemp(prefix="cli-", dir=box.root.parent))
+    box.argv = list(argv)
+    work = fresh_folder(box.root.parent, "cli")
     try:
         (work / "prompt.txt").write_text(prompt, "utf-8")
         child_env = {k: v for k, v in os.environ.items() if k not in ("CLAUDECODE",)}
+        child_env |= extra_env or {}
         limits = env.payload["timeouts"]
         try:
             result = proc.run(

@@ -1,0 +1,189 @@
+"""Where an agent CLI is installed, and what of it a sandbox must show for it to start.
+
+A CLI on the user's PATH is almost never a plain file: `npm install -g`, a user prefix, nvm
+or a project's `node_modules/.bin` put a symlink there that leads into a package folder, which
+needs its dependencies and a runtime (node); Claude's own installer links to a native binary
+in a versions folder. The sandbox shows none of the user's home, so binding the PATH folder is
+not enough. This module follows the command to its real file and names exactly what it needs,
+read-only: the package and the packages it depends on as node would find them, the runtime
+its `#!` line asks for, and the CLI's own non-secret settings in the home.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+# Each CLI's own settings: what it reads of the home that holds no secret (its keys come from
+# the environment or from files the registry names in `read`), so it behaves inside the
+# sandbox as its user configured it.
+SETTINGS: dict[str, tuple[str, ...]] = {
+    "claude": (".claude/settings.json",),
+    "codex": (".codex/config.toml",),
+    "gemini": (".gemini/settings.json",),
+}
+
+# A hostile or broken package tree could name dependencies without end.
+MAX_PACKAGES = 4000
+# Enough of a file to read its `#!` line.
+HEAD = 256
+
+
+@dataclass(frozen=True)
+class Install:
+    """One CLI as the sandbox must show it: `binds` (host path, path inside) read-only, and
+    `programs` (name, host file) linked from BIN so a lookup on PATH finds them."""
+
+    command: str
+    program: Path
+    binds: tuple[tuple[Path, Path], ...]
+    programs: tuple[tuple[str, Path], ...]
+    settings: tuple[str, ...]  # files under the home, relative to it, bound where present
+
+
+class NotInstalled(Exception):
+    """The command cannot be found or followed: the message says what, in one line."""
+
+
+def find(command: str, path: str, home: Path) -> Install:
+    """`command` (a name looked up on `path`, or an absolute file) as the sandbox must show
+    it. Raises NotInstalled with what is missing."""
+    found = command if os.path.isabs(command) else shutil.which(command, path=path)
+    if found is None or not os.path.isfile(found):
+        raise NotInstalled(f"{command} not found on PATH")
+    real = Path(os.path.realpath(found))
+    binds: dict[Path, Path] = {}
+    package = package_root(real)
+    for tree in [package, *dependencies(package)] if package else [real]:
+        binds[tree] = tree
+    programs = [(Path(command).name, real)]
+    runtime = interpreter(real)
+    if runtime is not None:
+        name, via_env = runtime
+        where = shutil.which(name, path=path) if via_env else name
+        if where is None:
+            raise NotInstalled(f"{command} needs {name}, which is not on PATH")
+        runtime_real = Path(os.path.realpath(where))
+        binds[_prefix(runtime_real)] = _prefix(runtime_real)
+        if via_env:
+            programs.append((name, runtime_real))
+        elif Path(name) != runtime_real:
+            binds[runtime_real] = Path(name)  # an absolute `#!` path must resolve inside too
+    for tree in binds:
+        _refuse_home(tree, home, command)
+    kept = {src: dest for src, dest in binds.items() if not _system(dest)}
+    return Install(
+        command=command,
+        program=real,
+        binds=tuple(sorted(kept.items())),
+        programs=tuple(programs),
+        settings=SETTINGS.get(Path(command).name, ()),
+    )
+
+
+def package_root(real: Path) -> Path | None:
+    """The npm package folder holding `real`: the nearest folder with a package.json that
+    sits in node_modules (or in a scope folder there)."""
+    for folder in real.parents:
+        parent = folder.parent
+        in_modules = parent.name == "node_modules" or (
+            parent.name.startswith("@") and parent.parent.name == "node_modules"
+        )
+        if in_modules and (folder / "package.json").is_file():
+            return folder
+    return None
+
+
+def dependencies(package: Path) -> list[Path]:
+    """Every package `package` needs, found as node finds them: in its own node_modules,
+    then in each node_modules above it. Optional ones that are absent (another platform's
+    binary) are skipped."""
+    seen: set[Path] = {package}
+    queue = [package]
+    found: list[Path] = []
+    while queue:
+        current = queue.pop(0)
+        for name in _needs(current):
+            where = _resolve(current, name)
+            if where is None or where in seen:
+                continue
+            if len(seen) >= MAX_PACKAGES:
+                raise NotInstalled(f"{package}: more than {MAX_PACKAGES} packages to follow")
+            seen.add(where)
+            found.append(where)
+            queue.append(where)
+    return found
+
+
+def _needs(package: Path) -> Iterator[str]:
+    try:
+        doc = orjson.loads((package / "package.json").read_bytes()[: 4 << 20])
+    except (OSError, orjson.JSONDecodeError):
+        return
+    if not isinstance(doc, dict):
+        return
+    for key in ("dependencies", "optionalDependencies"):
+        names = doc.get(key)
+        if isinstance(names, dict):
+            yield from (n for n in names if isinstance(n, str) and _plain(n))
+
+
+def _plain(name: str) -> bool:
+    """A package name that is one folder or one scoped pair: nothing that walks elsewhere."""
+    parts = name.split("/")
+    return (
+        0 < len(parts) <= 2
+        and all(p not in ("", ".", "..") for p in parts)
+        and (len(parts) == 1 or parts[0].startswith("@"))
+    )
+
+
+def _resolve(start: Path, name: str) -> Path | None:
+    for folder in [start, *start.parents]:
+        if folder.name == "node_modules":
+            continue
+        candidate = folder / "node_modules" / name
+        if (candidate / "package.json").is_file():
+            return Path(os.path.realpath(candidate))
+    return None
+
+
+def interpreter(real: Path) -> tuple[str, bool] | None:
+    """The runtime a script's `#!` line names, and whether it is looked up on PATH
+    (`#!/usr/bin/env node`, `#!/usr/bin/env -S node --flag`); None for a binary."""
+    try:
+        with real.open("rb") as fh:
+            head = fh.read(HEAD)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    if Path(words[0]).name == "env":
+        rest = [w for w in words[1:] if not w.startswith("-")]
+        return (rest[0], True) if rest else None
+    return words[0], False
+
+
+def _prefix(runtime: Path) -> Path:
+    """The install a runtime belongs to: `<prefix>/bin/node` needs `<prefix>/lib` too."""
+    return runtime.parent.parent if runtime.parent.name == "bin" else runtime.parent
+
+
+def _system(path: Path) -> bool:
+    """Already in every sandbox, read-only."""
+    return any(path == top or top in path.parents for top in (Path("/usr"), Path("/etc")))
+
+
+def _refuse_home(tree: Path, home: Path, command: str) -> None:
+    """A CLI's tree may lie in the home, never be it or hold it: that would show it all."""
+    home = Path(os.path.realpath(home))
+    if tree == Path("/") or tree == home or tree in home.parents:
+        raise NotInstalled(f"{command}: its install at {tree} would show the whole home")

@@ -1,0 +1,214 @@
+"""The real agent CLIs under harness, installed as a user installs them.
+
+Each CLI (claude-code, codex, gemini-cli, pinned in tests/clis) runs inside harness's sandbox
+against the scripted model API of tests/modelapi.py on 127.0.0.1. The user's home holds an
+npm prefix (`~/.npm-global`, the CLIs' package trees) and a node of its own (`~/.nvm`), both
+on PATH; the base URLs and keys are in the environment only; the registry is the one
+`harness init` wrote, untouched. So a pass here means: harness found each CLI as installed,
+bound what it needs, pointed it at its model, and gated, checked, committed, audited and
+replayed the edit the CLI's own edit tool made.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import demo
+from tests.conftest import CLOCK, ROOT, Sample
+from tests.modelapi import ModelAPI, answer, edit, error
+
+CLIS = ROOT / "tests" / "clis" / "node_modules"
+NAMES = ("claude", "codex", "gemini")
+
+pytestmark = pytest.mark.skipif(
+    not (CLIS / ".bin").is_dir() and os.environ.get("HARNESS_REQUIRE_CLIS") != "1",
+    reason="the agent CLIs are not installed (npm ci --prefix tests/clis)",
+)
+
+KEY = "sk-test-0123456789abcdef"
+ANSWER = {
+    "plan": [{"step": "change f", "why": "the goal asks for it"}],
+    "risks": [],
+    "notes": ["changed src/calc.py"],
+    "metrics": {},
+    "artifacts": [],
+}
+
+
+@pytest.fixture(scope="module")
+def user_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home as a user's looks after `npm install -g --prefix ~/.npm-global` and with a
+    node of their own: the CLIs' trees are hard links of tests/clis (no second download),
+    their commands symlinks on PATH, node a copy in ~/.nvm."""
+    home = tmp_path_factory.mktemp("user") / "home"
+    modules = home / ".npm-global" / "lib" / "node_modules"
+    modules.parent.mkdir(parents=True)
+    copy = ["cp", "-al", str(CLIS), str(modules)]
+    if subprocess.run(copy, capture_output=True, check=False).returncode != 0:
+        shutil.copytree(CLIS, modules, symlinks=True)  # another file system: a real copy
+    bin_dir = home / ".npm-global" / "bin"
+    bin_dir.mkdir()
+    for name in NAMES:
+        (bin_dir / name).symlink_to(
+            os.readlink(modules / ".bin" / name).replace("..", "../lib/node_modules", 1)
+        )
+    node = shutil.which("node")
+    assert node is not None, "node is needed to run codex and gemini"
+    nvm = home / ".nvm" / "versions" / "node" / "v-test" / "bin"
+    nvm.mkdir(parents=True)
+    shutil.copy2(os.path.realpath(node), nvm / "node")
+    return home
+
+
+def user_env(home: Path, api: ModelAPI) -> dict[str, str]:
+    """What a gateway user sets: base URLs and keys in the environment, nothing else."""
+    path = [home / ".npm-global" / "bin", home / ".nvm" / "versions" / "node" / "v-test" / "bin"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "GEMINI_"))}
+    return env | {
+        "HOME": str(home),
+        "PATH": os.pathsep.join([*map(str, path), os.environ.get("PATH", os.defpath)]),
+        "HARNESS_CLOCK": CLOCK,
+        "ANTHROPIC_BASE_URL": api.url,
+        "ANTHROPIC_API_KEY": KEY,
+        "OPENAI_BASE_URL": api.url + "/v1",
+        "CODEX_API_KEY": KEY,
+        "GOOGLE_GEMINI_BASE_URL": api.url,
+        "GEMINI_API_KEY": KEY,
+    }
+
+
+def new_repository(where: Path, env: dict[str, str]) -> Sample:
+    """The demo's sample project as a new user sets it up: `harness init --gemini` (its
+    registry as written), a write token, a plan whose one subtask is up to the CLI."""
+    root = where / "repo"
+    root.mkdir()
+    demo.build(root)
+    s = Sample(root, where / "unused.json")
+    (root / "ai" / "agents" / "registry.json").unlink()
+    shutil.rmtree(root / "agents")
+    done = s.cli("init", "--gemini", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "not on PATH" not in done.stderr, done.stderr
+    s.git("add", "-A")
+    s.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "harness init")
+    return s
+
+
+def plan_for(s: Sample, cli: str, **fields: Any) -> None:
+    s.write_plan(
+        [
+            {
+                "id": "T1",
+                "role": "localized-impl",
+                "agent": cli,
+                "goal": "Make add return the sum plus zero, spelled out",
+                "inputs": ["src/calc.py"],
+                "acceptance": [],
+                "write_scope": "src/**",
+                "token": "W1",
+            }
+            | fields
+        ]
+    )
+    s.git("add", "-A")
+    s.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "plan")
+
+
+EDIT = ("src/calc.py", "    return a + b", "    return a + b + 0")
+
+
+@pytest.mark.parametrize("cli", NAMES)
+def test_a_real_cli_edit_is_gated_checked_committed_audited_and_replayed(
+    cli: str, user_home: Path, tmp_path: Path
+) -> None:
+    with ModelAPI([edit(*EDIT), answer(ANSWER)]) as api:
+        env = user_env(user_home, api)
+        s = new_repository(tmp_path, env)
+        plan_for(s, cli)
+        check = s.cli("registry", "check", env=env)
+        assert check.returncode == 0, check.stdout + check.stderr
+        done = s.cli("run", "demo", env=env, timeout=300)
+        assert done.returncode == 0, done.stderr + done.stdout
+        assert api.remaining() == []
+    assert "return a + b + 0" in (s.root / "src" / "calc.py").read_text()
+    events = s.events()
+    applied = [e for e in events if e["event"] == "subagent_diffs_applied"]
+    assert len(applied) == 1 and applied[0]["details"]["commit"] == s.head()
+    assert s.git("show", "--stat", "--format=", "HEAD").split()[0] == "src/calc.py"
+    call_id = applied[0]["details"]["call_id"]
+    meta = s.read_json(f"ai/exchanges/demo/{call_id}/meta.json")
+    # What the CLI was told is recorded, its key never.
+    assert meta["cli_argv"][0] == cli
+    assert KEY not in (s.root / "ai" / "exchanges" / "demo" / call_id / "stdout.ndjson").read_text()
+    audit = s.cli("audit", "demo", env=env)
+    assert audit.returncode == 0, audit.stdout
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(s.root), str(clone)], check=True)
+    replay = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "replay", "demo", "--repo", str(clone)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+
+
+@pytest.mark.parametrize("cli", NAMES)
+def test_a_real_cli_that_makes_no_edit_leaves_the_subtask_not_done(
+    cli: str, user_home: Path, tmp_path: Path
+) -> None:
+    """The twin: the same subtask, but the model never edits (twice, for the retry): the
+    CLI answers success, and harness fails the step rather than mark it done."""
+    with ModelAPI([answer(ANSWER), answer(ANSWER)]) as api:
+        env = user_env(user_home, api)
+        s = new_repository(tmp_path, env)
+        plan_for(s, cli)
+        before = s.head()
+        done = s.cli("run", "demo", env=env, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert s.head() == before
+    failed = [e for e in s.events() if e["event"] == "subagent_failed"]
+    assert [e["details"]["kind"] for e in failed] == ["retryable", "retryable"]
+    assert all("lost edit" in e["error"] for e in failed)
+    assert "step_completed" not in s.names()
+
+
+@pytest.mark.parametrize("cli", NAMES)
+def test_a_rate_limited_cli_fails_retryable_within_a_minute(
+    cli: str, user_home: Path, tmp_path: Path
+) -> None:
+    with ModelAPI([error(429, retry_after=1, times="always")]) as api:
+        env = user_env(user_home, api)
+        s = new_repository(tmp_path, env)
+        plan_for(s, cli)
+        done = s.cli("run", "demo", env=env, timeout=300)
+    assert done.returncode == 1, done.stderr
+    failed = [e for e in s.events() if e["event"] == "subagent_failed"]
+    assert failed and failed[0]["details"]["kind"] == "retryable", failed
+
+
+def test_each_cli_is_offered_only_the_tools_its_role_needs(user_home: Path, tmp_path: Path) -> None:
+    offered: dict[str, list[str]] = {}
+    for cli in NAMES:
+        with ModelAPI([edit(*EDIT), answer(ANSWER)]) as api:
+            env = user_env(user_home, api)
+            (tmp_path / cli).mkdir()
+            s = new_repository(tmp_path / cli, env)
+            plan_for(s, cli)
+            done = s.cli("run", "demo", env=env, timeout=300)
+            assert done.returncode == 0, done.stderr
+            offered[cli] = api.tools_offered()
+    never = {"Agent", "Task", "WebFetch", "WebSearch", "Bash", "web_fetch", "google_web_search"}
+    never |= {"invoke_agent", "run_shell_command", "shell", "web_search"}
+    for cli, tools in offered.items():
+        assert not never & set(tools), (cli, tools)
+    assert set(offered["claude"]) <= {"Read", "Grep", "Glob", "Edit", "Write", "StructuredOutput"}

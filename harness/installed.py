@@ -69,6 +69,9 @@ def find(command: str, path: str, home: Path) -> Install:
         if where is None:
             raise NotInstalled(f"{command} needs {name}, which is not on PATH")
         runtime_real = Path(os.path.realpath(where))
+    # A runtime that is itself a script is a version manager's shim (pyenv's, say), which
+    # works only with the manager's whole state: the sandbox's own PATH finds that runtime.
+    if runtime is not None and interpreter(runtime_real) is None:
         binds[_prefix(runtime_real)] = _prefix(runtime_real)
         if via_env:
             programs.append((name, runtime_real))

@@ -125,7 +125,7 @@ def test_flags_and_prompt_on_stdin(claude: Sample, log: Path) -> None:
     assert "--settings" not in argv
     assert "--no-session-persistence" in argv and "--append-system-prompt" in argv
     assert argv[argv.index("--add-dir") + 1] == call["cwd"]  # the sandbox, not the repo
-    assert Path(call["cwd"]).name.startswith("sandbox-")  # a throw-away copy, not the tree
+    assert Path(call["cwd"]).name == "work"  # a throw-away copy in its home, not the tree
 
 
 def test_allowed_commands_run_in_claudes_sandbox_without_network(sample: Sample, log: Path) -> None:
@@ -322,7 +322,7 @@ def test_a_dependencys_artifact_cannot_close_its_fence(
     sample.uncontain()
     sample.write_plan(
         [
-            subtask("T1", role="doc-writer", write_scope="docs/**", inputs=[]),
+            subtask("T1", role="doc-writer", write_scope="docs/**", inputs=[], no_change_ok=True),
             subtask("T2", depends_on=["T1"]),
         ]
     )

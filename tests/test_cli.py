@@ -74,7 +74,14 @@ def test_init_creates_what_is_missing_and_never_overwrites(tmp_path: Path) -> No
         ("codex", "ai/agents/bin/codex-cli"),
     ]
     assert "test-author" in agents[0].capabilities and "plan" in agents[1].capabilities
-    assert agents[0].env == ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
+    # Each CLI may see its keys and the base URL a gateway user points it with, and is
+    # bound as installed.
+    assert {"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BASE_URL"} <= set(
+        agents[0].env
+    )
+    assert {"CODEX_API_KEY", "OPENAI_BASE_URL"} <= set(agents[1].env)
+    assert [a.cli for a in agents] == ["claude", "codex"] and all(a.network for a in agents)
+    assert "localized-impl" in agents[1].capabilities
     # Each CLI must reach its model's API: the host's network, its files still boxed.
     assert all(a.network for a in agents)
     assert os.access(repo.root / "ai/agents/bin/claude-cli", os.X_OK)

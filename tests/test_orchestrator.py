@@ -34,7 +34,7 @@ def test_a_retryable_failure_is_retried_once_then_the_step_completes(tmp_path: P
 
 def test_a_hard_failure_blocks_and_a_resume_calls_afresh(tmp_path: Path) -> None:
     root = repository(tmp_path, plan("T1", "T2"))
-    worker = Scripted({"T1": ["hard", NO_DIFF], "T2": [DIFF]})
+    worker = Scripted({"T1": ["hard", DIFF], "T2": [DIFF]})
     assert run(root, worker, resumes=1) == ["T1", "T2"]
     assert worker.calls == ["T1", "T1", "T2"]
 

@@ -483,7 +483,9 @@ def test_claude_flags_without_a_policy_are_as_before() -> None:
     box = shim.Sandbox(Path("/w"))
     argv = claude.command(_env(True), box, "b", shim.Launch(), Path("/h"))
     assert _flag(argv, "--allowedTools") == "Read,Grep,Glob,Edit,Write"
-    assert _flag(argv, "--disallowedTools") == "Bash" and "--verbose" not in argv
+    assert _flag(argv, "--disallowedTools") == "Bash"
+    # Offered only these (--allowedTools merely pre-approves), each call listed (--verbose).
+    assert _flag(argv, "--tools") == "Read,Grep,Glob,Edit,Write" and "--verbose" in argv
 
 
 def test_claude_flags_under_seed_003s_policy(tmp_path: Path) -> None:
@@ -679,7 +681,7 @@ def test_claudes_commands_are_checked_without_a_policy_too(sample: Sample, tmp_p
     use(sample, "claude", commands=["git"])
     calls = run(sample, "claude", "bash", "curl https://example.com", tmp_path / "log")
     assert "claude ran a command not on the allowlist" in failure(sample)["error"]
-    assert "--verbose" not in calls[0]["argv"]  # without a policy, the flags as before
+    assert _flag(calls[0]["argv"], "--tools") == "Read,Grep,Glob,Edit,Write,Bash"
 
 
 def test_a_registry_command_the_policy_denies_fails_the_runs_preflight(

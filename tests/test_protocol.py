@@ -147,11 +147,12 @@ def drawn_plan(
             else []
         )
         extra = {"on_error": draw(st.sampled_from(MODES))} if modes else {}
+        last = draw(st.sampled_from([DIFF, NO_DIFF]))
+        # An answer without a change completes only a subtask that says it may (else it is
+        # a lost edit, retried: test_step has those).
+        extra |= {"no_change_ok": True} if last == NO_DIFF else {}
         subtasks.append(subtask(sid, creates=["src/made_*.py"], depends_on=deps, **extra))
-        answers[sid] = [
-            *draw(st.lists(FAILURE, max_size=failures)),
-            draw(st.sampled_from([DIFF, NO_DIFF])),
-        ]
+        answers[sid] = [*draw(st.lists(FAILURE, max_size=failures)), last]
     return subtasks, answers
 
 

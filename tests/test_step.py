@@ -212,7 +212,7 @@ def test_build_failure_is_logged(sample: Sample) -> None:
 def test_dependency_artifacts_are_passed_as_blobs(sample: Sample) -> None:
     sample.write_plan(
         [
-            subtask("T1"),
+            subtask("T1", no_change_ok=True),
             subtask("T2", depends_on=["T1"], write_scope="docs/**", creates=["docs/*.md"]),
         ]
     )
@@ -231,9 +231,39 @@ def test_dependency_artifacts_are_passed_as_blobs(sample: Sample) -> None:
     assert step1["details"]["commit"] is None  # no diffs, no commit
 
 
+def test_a_writing_answer_without_a_change_is_a_lost_edit_retried_then_failed(
+    sample: Sample,
+) -> None:
+    """A CLI whose edit failed silently answers ok with no diffs: never a step done."""
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1"), ok("T1")])
+    before = sample.head()
+    assert sample.cli("next", "demo").returncode == 1
+    failed = [e for e in sample.events() if e["event"] == "subagent_failed"]
+    assert [e["details"]["kind"] for e in failed] == ["retryable", "retryable"]
+    assert "lost edit" in failed[0]["error"]
+    assert "subagent_retried" in sample.names() and "step_completed" not in sample.names()
+    assert sample.git("diff", before, "HEAD", "--", "src") == ""  # only the record moved
+    assert sample.cli("audit", "demo").returncode == 0
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"no_change_ok": True}, {"write_scope": "none"}],
+    ids=["said-optional", "read-only"],
+)
+def test_an_answer_without_a_change_completes_a_subtask_that_may_change_nothing(
+    sample: Sample, fields: dict[str, object]
+) -> None:
+    sample.write_plan([subtask("T1", **fields)])
+    sample.write_script([ok("T1")])
+    assert sample.cli("next", "demo").returncode == 0
+    assert sample.names()[-1] == "step_completed"
+
+
 def test_envelope_is_two_lines_with_call_id_and_scope(sample: Sample) -> None:
     sample.set_config('[scope]\nreadonly = ["vendor/**"]\nvisible = ["src/**", "tests/**"]\n')
-    sample.write_plan([subtask("T1")])
+    sample.write_plan([subtask("T1", no_change_ok=True)])
     sample.write_script([ok("T1")])
     assert sample.cli("next", "demo").returncode == 0
     invoked = next(e for e in sample.events() if e["event"] == "subagent_invoked")
@@ -483,7 +513,9 @@ def test_allowlisted_secret_values_are_redacted_from_the_record(sample: Sample) 
 
 
 def test_status_totals_the_cost_agents_reported(sample: Sample) -> None:
-    sample.write_plan([subtask("T1"), subtask("T2", depends_on=["T1"])])
+    sample.write_plan(
+        [subtask("T1", no_change_ok=True), subtask("T2", depends_on=["T1"], no_change_ok=True)]
+    )
     paid = [ok("T1"), ok("T2")]
     paid[0]["result"]["metrics"] = {"cost_usd": 0.25, "turns": 3}
     paid[1]["result"]["metrics"] = {"cost_usd": 0.5}

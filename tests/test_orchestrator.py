@@ -16,7 +16,7 @@ from harness.errors import Halted
 from harness.layout import Layout
 
 from .conftest import subtask
-from .scripted import DIFF, NO_DIFF, Scripted, repository, run
+from .scripted import DIFF, Scripted, repository, run
 
 
 def plan(*ids: str) -> list[dict[str, object]]:

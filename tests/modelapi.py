@@ -35,6 +35,9 @@ from urllib.parse import urlsplit
 # answer reports MAIN_USAGE, a side call SIDE_USAGE (different, to tell them apart in a sum).
 MAIN_USAGE = (1000, 100)  # (input tokens, output tokens)
 SIDE_USAGE = (10, 5)
+_WS_REFUSAL = (
+    426  # "Upgrade Required": codex then falls back to HTTP at once, silently (404 ends its turn)
+)
 
 
 # -- steps ---------------------------------------------------------------------------------
@@ -73,7 +76,7 @@ class Cut:
 
 @dataclass(frozen=True)
 class Hang:
-    pass
+    headers: bool = False  # send 200 and the stream's headers first, then nothing
 
 
 Step = Edit | Answer | Call | Error | Cut | Hang
@@ -104,8 +107,8 @@ def cut() -> Cut:
     return Cut()
 
 
-def hang() -> Hang:
-    return Hang()
+def hang(headers: bool = False) -> Hang:
+    return Hang(headers)
 
 
 # -- what a model turn holds, before an API renders it ---------------------------------------
@@ -241,6 +244,9 @@ class _API:
 
     def cut(self, h: _Handler, body: Any) -> None:
         raise NotImplementedError
+
+    def streamed(self, h: _Handler, body: Any) -> bool:
+        return isinstance(body, dict) and bool(body.get("stream"))
 
 
 class _Anthropic(_API):
@@ -443,7 +449,7 @@ class _OpenAI(_API):
             h.send_json(200, {"object": "list", "data": [], "models": []})
         elif h.headers.get("upgrade", "").lower() == "websocket":
             # Refused plainly, so codex drops to HTTP streaming at once.
-            h.send_json(404, self.error_body(404, "modelapi: no WebSocket transport here"))
+            h.send_json(_WS_REFUSAL, self.error_body(_WS_REFUSAL, "modelapi: no WebSocket here"))
         else:
             h.send_json(404, self.error_body(404, f"modelapi: no such endpoint {path}"))
 
@@ -609,6 +615,9 @@ class _Gemini(_API):
                 "status": _GOOGLE_STATUS.get(status, "UNKNOWN"),
             }
         }
+
+    def streamed(self, h: _Handler, body: Any) -> bool:
+        return ":streamGenerateContent" in h.bare_path
 
     @staticmethod
     def _model(path: str) -> str:
@@ -816,6 +825,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    def partial_json(self) -> None:
+        """Half of a JSON body promised whole by its content-length, then a closed socket."""
+        data = json.dumps({"id": "cut", "content": [{"type": "text", "text": "I will now"}]})
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2].encode())
+        self.drop()
+
     def drop(self) -> None:
         """Close the connection mid-reply: no final chunk, so the client sees a broken body."""
         self.close_connection = True
@@ -950,8 +969,13 @@ class ModelAPI:
         elif isinstance(action, Error):
             self._error(h, api, action)
         elif isinstance(action, Cut):
-            api.cut(h, body)
+            if api.streamed(h, body):
+                api.cut(h, body)
+            else:
+                h.partial_json()
         elif isinstance(action, Hang):
+            if action.headers:
+                h.open_stream("text/event-stream")
             self._stopping.wait()
             h.drop()
 

@@ -334,6 +334,7 @@ class _Anthropic(_API):
                 )
             )
             for i, block in enumerate(blocks):
+                start: dict[str, Any]
                 if block["type"] == "text":
                     start = {"type": "text", "text": ""}
                     delta = {"type": "text_delta", "text": block["text"]}

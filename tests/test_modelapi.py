@@ -51,7 +51,7 @@ after a stack trace (stdout empty). test_failure pins every row that ends by its
 | codex  | 401  | 1    | "unexpected status 401 Unauthorized: <message>, url: <base>/responses"|
 | codex  | cut  | 1    | "stream disconnected before completion: Transport error: network     |
 |        |      |      | error: error decoding response body"                                 |
-| codex  | hang | -    | before headers: nothing after `turn.started` (no bound seen: CODEX_HANG)|
+| codex  | hang | -    | before headers: nothing after `turn.started`, still so after 420 s   |
 |        |      | 1    | after headers: "stream disconnected before completion: idle timeout  |
 |        |      |      | waiting for SSE" once stream_idle_timeout_ms passes                  |
 | gemini | 429  | 173  | "<message>", code 429 (stderr: "Attempt 1 failed: <message>. Max     |
@@ -61,7 +61,9 @@ after a stack trace (stdout empty). test_failure pins every row that ends by its
 | gemini | cut  | 1    | "terminated", code 1 (stderr: TypeError: terminated; cause           |
 |        |      |      | SocketError: other side closed)                                      |
 | gemini | hang | 1    | before headers: after undici's fixed 60 s headers timeout, "exception|
-|        |      |      | TypeError: fetch failed sending request", code 1. GEMINI_HANGH       |
+|        |      |      | TypeError: fetch failed sending request", code 1; after headers:     |
+|        |      |      | after its fixed 300 s body timeout, "terminated", code 1             |
+|        |      |      | (UND_ERR_BODY_TIMEOUT)                                               |
 
 Every failure above makes exactly one main request, except claude's cut and its post-header
 hang (the non-streamed retry). Gemini has no setting for its request timeouts (only a
@@ -147,7 +149,10 @@ class Bare:
         timeout: float = 60,
         env: dict[str, str] | None = None,
         idle_ms: int = 10000,
+        hold: float | None = None,
     ) -> Ran:
+        """Run `cli` against `api`; with `hold`, kill it that many seconds after its first
+        main request (for hangs: long enough to show it waits, no longer)."""
         base = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.home),
@@ -155,7 +160,7 @@ class Bare:
             "LANG": "C.UTF-8",
         }
         argv, extra = getattr(self, f"_{cli}")(api, idle_ms)
-        return _run(argv, {**base, **extra, **(env or {})}, self.work, timeout)
+        return _run(argv, {**base, **extra, **(env or {})}, self.work, timeout, api, hold)
 
     def _claude(self, api: ModelAPI, idle_ms: int) -> tuple[list[str], dict[str, str]]:
         argv = [
@@ -230,7 +235,14 @@ class Bare:
         return argv, {"GOOGLE_GEMINI_BASE_URL": api.url, "GEMINI_API_KEY": "modelapi"}
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Ran:
+def _run(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+    api: ModelAPI,
+    hold: float | None,
+) -> Ran:
     """Run to the end or to the timeout; a timeout kills the whole process group, since the
     node launchers start native children (codex) that a plain kill would leave running."""
     start = time.monotonic()
@@ -244,14 +256,29 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Ran
         text=True,
         start_new_session=True,
     )
+    killed = threading.Event()
+    if hold is not None:
+        threading.Thread(target=_kill_after, args=(proc, api, hold, killed), daemon=True).start()
     try:
         out, err = proc.communicate(PROMPT, timeout=timeout)
-        code: int | None = proc.returncode
+        code: int | None = None if killed.is_set() else proc.returncode
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         code = None
     return Ran(code, out, err, time.monotonic() - start)
+
+
+def _kill_after(
+    proc: subprocess.Popen[str], api: ModelAPI, hold: float, killed: threading.Event
+) -> None:
+    """Kill the process group `hold` seconds after the CLI's first main request."""
+    while not api.main_requests() and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(hold)
+    if proc.poll() is None:
+        killed.set()
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -271,7 +298,7 @@ def bare(tmp_path: Path) -> Bare:
 
 
 def claude_result(ran: Ran) -> dict[str, Any]:
-    doc = json.loads(ran.stdout)
+    doc: dict[str, Any] = json.loads(ran.stdout)
     assert doc["type"] == "result", ran.stdout
     return doc
 
@@ -284,7 +311,8 @@ def gemini_error(ran: Ran) -> dict[str, Any]:
     """The `{session_id, error}` object gemini pretty-prints last on stderr when it fails."""
     at = ran.stderr.rfind("\n{\n")
     assert at >= 0, ran.stderr[-2000:]
-    return json.loads(ran.stderr[at:])["error"]
+    err: dict[str, Any] = json.loads(ran.stderr[at:])["error"]
+    return err
 
 
 def failure_line(cli: str, ran: Ran) -> str:
@@ -403,7 +431,7 @@ def test_failure(bare: Bare, cli: str, case: str) -> None:
 
 def test_claude_survives_one_cut(bare: Bare) -> None:
     """Claude's non-streamed retry after a cut is an ordinary request: the script goes on."""
-    script = [cut(), edit("src/calc.py", "return 1", "return 2"), answer(ANSWER)]
+    script: list[Step] = [cut(), edit("src/calc.py", "return 1", "return 2"), answer(ANSWER)]
     with ModelAPI(script) as api:
         ran = bare.run("claude", api)
     assert ran.code == 0 and claude_result(ran)["structured_output"] == ANSWER
@@ -416,7 +444,7 @@ def test_hang_without_a_timeout_knob(bare: Bare, cli: str) -> None:
     """A request never answered: no CLI gives up on its own within seconds. The server
     still stops at once with the connection open."""
     with ModelAPI([hang()]) as api:
-        ran = bare.run(cli, api, timeout=8)
+        ran = bare.run(cli, api, timeout=30, hold=3)
         assert len(api.main_requests()) == 1
         start = time.monotonic()
     assert time.monotonic() - start < 3
@@ -493,7 +521,11 @@ GEMINI_BODY = {
 
 
 def test_anthropic_shape() -> None:
-    script = [edit("src/a.py", "1", "2"), answer({"ok": True}), error(429, retry_after=3)]
+    script: list[Step] = [
+        edit("src/a.py", "1", "2"),
+        answer({"ok": True}),
+        error(429, retry_after=3),
+    ]
     with ModelAPI(script) as api:
         url = api.url + "/v1/messages?beta=true"
         # A tool-less request (a title, a quota check) is a side call: no step spent.
@@ -528,6 +560,12 @@ def test_anthropic_shape() -> None:
         status, _, data = post(url, CLAUDE_BODY)
         (out,) = json.loads(data)["content"]
         assert (out["name"], out["input"]) == ("StructuredOutput", {"ok": True})
+        # Should claude ask again after taking the answer (2.1.332 does not), it gets a plain
+        # closing turn, and no step is spent on it.
+        result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": out["id"]}]}
+        _, _, data = post(url, {**CLAUDE_BODY, "messages": [*CLAUDE_BODY["messages"], result]})
+        assert json.loads(data)["content"] == [{"type": "text", "text": "Done."}]
+        assert len(api.remaining()) == 1
         status, headers, data = post(url, CLAUDE_BODY)
         assert (status, headers["retry-after"]) == (429, "3")
         assert json.loads(data)["error"]["type"] == "rate_limit_error"
@@ -535,7 +573,7 @@ def test_anthropic_shape() -> None:
         status, _, data = post(url, CLAUDE_BODY)
         assert status == 500 and "script exhausted" in json.loads(data)["error"]["message"]
         assert api.tools_offered() == ["Edit", "Read", "StructuredOutput"]
-        assert len(api.requests) == 6 and len(api.main_requests()) == 5
+        assert len(api.requests) == 7 and len(api.main_requests()) == 6
         assert api.requests[0]["headers"]["content-type"] == "application/json"
 
 
@@ -543,7 +581,11 @@ def test_openai_shape(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.py").write_text("def f():\n    return 1\n")
     body = json.loads(json.dumps(CODEX_BODY).replace("/w", str(tmp_path)))
-    script = [edit("src/a.py", "return 1", "return 2"), call("shell", {"cmd": "ls"}), answer([1])]
+    script: list[Step] = [
+        edit("src/a.py", "return 1", "return 2"),
+        call("shell", {"cmd": "ls"}),
+        answer([1]),
+    ]
     with ModelAPI([*script, error(500, times=2)]) as api:
         with urllib.request.urlopen(api.url + "/v1/models", timeout=5) as resp:
             assert json.loads(resp.read())["object"] == "list"
@@ -607,7 +649,7 @@ def test_gemini_shape() -> None:
             }
         },
     }
-    script = [edit("src/a.py", "1", "2"), answer({"n": 1}), error(429, times="always")]
+    script: list[Step] = [edit("src/a.py", "1", "2"), answer({"n": 1}), error(429, times="always")]
     with ModelAPI(script) as api:
         base = api.url + "/v1beta/models/"
         _, _, data = post(base + "flash-lite:generateContent", router)

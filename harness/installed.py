@@ -21,11 +21,15 @@ import orjson
 
 # Each CLI's own settings: what it reads of the home that holds no secret (its keys come from
 # the environment or from files the registry names in `read`), so it behaves inside the
-# sandbox as its user configured it.
-SETTINGS: dict[str, tuple[str, ...]] = {
-    "claude": (".claude/settings.json",),
-    "codex": (".codex/config.toml",),
-    "gemini": (".gemini/settings.json",),
+# sandbox as its user configured it. Each is (where in the user's home, where in the
+# sandbox's home). gemini's lands beside the place gemini reads it: its shim writes that
+# file, the user's settings with its own on top (a settings file gemini would take from the
+# system or the workspace must be owned by root or sit in a trusted workspace, neither of
+# which a sandbox offers).
+SETTINGS: dict[str, tuple[tuple[str, str], ...]] = {
+    "claude": ((".claude/settings.json", ".claude/settings.json"),),
+    "codex": ((".codex/config.toml", ".codex/config.toml"),),
+    "gemini": ((".gemini/settings.json", ".gemini/user-settings.json"),),
 }
 
 # A hostile or broken package tree could name dependencies without end.
@@ -43,7 +47,7 @@ class Install:
     program: Path
     binds: tuple[tuple[Path, Path], ...]
     programs: tuple[tuple[str, Path], ...]
-    settings: tuple[str, ...]  # files under the home, relative to it, bound where present
+    settings: tuple[tuple[str, str], ...]  # (in the user's home, in the sandbox's), if present
 
 
 class NotInstalled(Exception):

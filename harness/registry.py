@@ -113,7 +113,7 @@ class Agent:
         and its CLI as installed with that CLI's own settings."""
         own = [self.executable(root), *([root / self.persona] if self.persona else [])]
         user_home = Path(os.environ.get("HOME", "/nonexistent"))
-        read = [p[2:] for p in self.read if p.startswith("~/")]
+        read = [(p[2:], p[2:]) for p in self.read if p.startswith("~/")]
         install = self.install(root, hide)
         settings = list(install.settings) if install else []
         return sandbox.Box(
@@ -121,7 +121,9 @@ class Agent:
             home=home,
             network=self.network,
             files=tuple(own + [Path(p) for p in self.read if not p.startswith("~/")]),
-            home_files=tuple((user_home / rel, rel) for rel in dict.fromkeys(settings + read)),
+            home_files=tuple(
+                (user_home / src, dest) for src, dest in dict.fromkeys(settings + read)
+            ),
             hide=hide,
             binds=install.binds if install else (),
             programs=install.programs if install else (),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -116,12 +115,17 @@ def command(env: shim.Envelope, launch: shim.Launch) -> list[str]:
 
 
 def settings(
-    writable: bool, launch: shim.Launch, environ: dict[str, str], turns: int | None = None
+    writable: bool,
+    launch: shim.Launch,
+    environ: dict[str, str],
+    turns: int | None = None,
+    user: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """gemini's system settings for the call, which win over the user's own: its retries
+    """gemini's settings for the call: the user's, with the shim's on top: its retries
     capped, the tools no role needs left out, the call's max_turns, and, when the user's
     settings choose no way to authenticate, the one the environment provides (headless
     gemini refuses to start without one, and a base URL alone selects one it refuses)."""
+    user = user or {}
     excluded = list(NEVER)
     if not writable:
         excluded += WRITE_TOOLS
@@ -133,22 +137,41 @@ def settings(
     }
     if turns is not None:
         doc["model"] = {"maxSessionTurns": turns}
-    if _chosen_auth() is None:
+    if _chosen_auth(user) is None:
         if environ.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() == "true":
             doc["security"] = {"auth": {"selectedType": "vertex-ai"}}
         elif environ.get("GEMINI_API_KEY"):
             doc["security"] = {"auth": {"selectedType": "gemini-api-key"}}
-    return doc
+    return merged(user, doc)
 
 
-def _chosen_auth() -> str | None:
-    """The way to authenticate the user's own settings choose (bound read-only into the
-    sandbox's home), if any."""
+def user_settings() -> dict[str, Any]:
+    """The user's own gemini settings, which harness binds read-only beside the file gemini
+    reads; {} when they have none."""
     try:
-        doc = orjson.loads((shim.home() / ".gemini" / "settings.json").read_bytes())
+        doc = orjson.loads((shim.home() / ".gemini" / "user-settings.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):
-        return None
-    auth = doc.get("security", {}).get("auth", {}) if isinstance(doc, dict) else {}
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def merged(user: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
+    """`user` with `ours` on top, object by object; the excluded tools are both lists."""
+    out = dict(user)
+    for key, value in ours.items():
+        theirs = out.get(key)
+        if isinstance(value, dict) and isinstance(theirs, dict):
+            out[key] = merged(theirs, value)
+        elif key == "exclude" and isinstance(value, list) and isinstance(theirs, list):
+            out[key] = list(dict.fromkeys([*theirs, *value]))
+        else:
+            out[key] = value
+    return out
+
+
+def _chosen_auth(user: dict[str, Any]) -> str | None:
+    """The way to authenticate the user's own settings choose, if any."""
+    auth = user.get("security", {}).get("auth", {}) if isinstance(user, dict) else {}
     chosen = auth.get("selectedType") if isinstance(auth, dict) else None
     return chosen if isinstance(chosen, str) else None
 
@@ -156,16 +179,12 @@ def _chosen_auth() -> str | None:
 def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
     brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
     prompt = shim.render(env, brief, launch)
-    side = shim.fresh_folder(box.root.parent, "gemini")
-    try:
-        system = side / "system-settings.json"
-        turns = (env.payload.get("budgets") or {}).get("max_turns")
-        doc = settings(env.writable, launch, dict(os.environ), turns)
-        system.write_bytes(orjson.dumps(doc))
-        own = {"GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(system)}
-        ran = shim.run_cli(command(env, launch), env, box, prompt, own)
-    finally:
-        shutil.rmtree(side, ignore_errors=True)
+    turns = (env.payload.get("budgets") or {}).get("max_turns")
+    doc = settings(env.writable, launch, dict(os.environ), turns, user_settings())
+    target = shim.home() / ".gemini" / "settings.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(orjson.dumps(doc))
+    ran = shim.run_cli(command(env, launch), env, box, prompt)
     doc = output_of(ran)
     check(ran, doc)
     text = doc.get("response")

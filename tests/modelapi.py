@@ -1,16 +1,36 @@
 """A scripted model API on 127.0.0.1 that the real claude, codex and gemini CLIs accept.
 
 A test gives a list of steps; each main-conversation request the CLI makes consumes the next
-one, rendered in the API the request came in on (Anthropic Messages, OpenAI Responses,
-Gemini). Side requests (gemini's router and next-speaker checks, codex's model list or a
-WebSocket attempt, claude's token counts or titles) get a harmless answer and consume
-nothing, so a script reads as what the model does, not as what each CLI happens to ask.
+one, rendered in the API the request came in on: Anthropic Messages (`POST /v1/messages`,
+claude), OpenAI Responses (`POST /v1/responses`, codex), Gemini (`POST /v1beta/models/M:
+generateContent` / `:streamGenerateContent`, gemini). Side requests (gemini's router and
+next-speaker checks, codex's model list or WebSocket attempt, any tool-less claude request
+such as a title or token count) get a harmless answer and consume nothing, so a script reads
+as what the model does, not as what each CLI happens to ask.
 
     with ModelAPI([edit("src/calc.py", "return 1", "return 2"), answer({"notes": []})]) as api:
         run the CLI against api.url ...
-        assert api.remaining() == []
+        assert api.remaining() == [] and api.problems == []
 
-Standard library only, so it runs wherever the tests run.
+What each step becomes (observed with claude-code 2.1.332, codex 0.169.0, gemini-cli 0.61.0):
+- edit    claude: `Read` of the absolute path, then (next request) `Edit`; codex: the custom
+          tool `exec` running `await tools.apply_patch("*** Begin Patch ...")` with the path
+          relative to the cwd and whole lines (read from the file, so indentation is kept);
+          gemini: `replace` with an absolute `file_path` (it needs no read_file first).
+          The cwd is the one the CLI tells the model in the request.
+- answer  claude: a `StructuredOutput` tool call (the run ends there; should the CLI ask
+          once more, a plain closing turn follows, unscripted); codex: an assistant message,
+          json.dumps(obj); gemini: the JSON in a ```json block.
+- call    a raw tool call; for codex a str input makes a freeform (custom) tool call, e.g.
+          `call("exec", "<javascript>")`, a dict a function call.
+- error   the API's own error body and status, `times` requests in a row ("always": all).
+- cut     a stream broken mid-answer (a chunked body without its end), or for a request
+          that is not streamed, half a JSON body.
+- hang    no answer until the server stops; `hang(headers=True)` sends 200 and the stream's
+          headers first (codex's idle timeout only counts from there).
+
+Every answer reports fixed usage (MAIN_USAGE, or SIDE_USAGE for side calls) in the API's own
+fields. Standard library only, so it runs wherever the tests run.
 """
 
 from __future__ import annotations
@@ -35,9 +55,9 @@ from urllib.parse import urlsplit
 # answer reports MAIN_USAGE, a side call SIDE_USAGE (different, to tell them apart in a sum).
 MAIN_USAGE = (1000, 100)  # (input tokens, output tokens)
 SIDE_USAGE = (10, 5)
-_WS_REFUSAL = (
-    426  # "Upgrade Required": codex then falls back to HTTP at once, silently (404 ends its turn)
-)
+# "Upgrade Required": codex (with supports_websockets) then falls back to HTTP at once and
+# silently; a 404 or 400 instead ends its turn.
+_WS_REFUSAL = 426
 
 
 # -- steps ---------------------------------------------------------------------------------
@@ -100,6 +120,8 @@ def error(
     times: int | Literal["always"] = 1,
     body: Any = None,
 ) -> Error:
+    if times != "always" and (not isinstance(times, int) or times < 1):
+        raise ValueError(f"times must be a positive int or 'always', not {times!r}")
     return Error(status, retry_after, times, body)
 
 

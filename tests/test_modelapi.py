@@ -17,7 +17,8 @@ tmp_path, in a git-free folder holding `src/calc.py`, pointed at the scripted se
           `{"security": {"auth": {"selectedType": "gemini-api-key"}}, "general":
           {"maxAttempts": 1}}`; `gemini -p NUDGE --skip-trust --output-format json
           --approval-mode auto_edit`, prompt on stdin. `general.maxAttempts` (1..10, default
-          10) is gemini's only retry knob; it caps the main chat's tries, not its router's.
+          10; 10 tries on 500s took 4.5 min) is gemini's only retry knob; it caps the main
+          chat's tries (its router side call, without the setting, tried 5 times on 500s).
 
 Observed (claude-code 2.1.332, codex 0.169.0, gemini-cli 0.61.0; as root, bare; retry knobs
 at 0 / maxAttempts 1). "Line" is claude's result `result` (stdout is its one JSON object, with
@@ -40,11 +41,13 @@ after a stack trace (stdout empty). test_failure pins every row that ends by its
 |        |      |      | Two requests even at MAX_RETRIES=0: the stream, then the same turn   |
 |        |      |      | NOT streamed (max_tokens 64000); a good step there and the run goes  |
 |        |      |      | on (CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK=1: one request)        |
-| claude | hang | -    | waits for headers API_TIMEOUT_MS (default 600 s); API_TIMEOUT_MS=2000|
+| claude | hang | -    | waits for headers API_TIMEOUT_MS (it sends x-stainless-timeout: 600, |
+|        |      |      | not waited out); with API_TIMEOUT_MS=2000, after 2 s:                |
 |        |      | 1    | "Request timed out. If the API is slow to answer, or a proxy or      |
 |        |      |      | gateway holds responses, set API_TIMEOUT_MS above 2000."             |
-|        |      |      | After headers: CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS (default 180 s,    |
-|        |      |      | min 10 s), then the non-streamed retry as for a cut                  |
+|        |      |      | After headers API_TIMEOUT_MS no longer counts (killed at 60 s);      |
+|        |      |      | CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS=10000 (its minimum; 180 s default |
+|        |      |      | per its code) ends the wait, then the non-streamed retry as for a cut|
 | codex  | 429  | 1    | "exceeded retry limit, last status: 429 Too Many Requests"           |
 | codex  | 500  | 1    | "We<U+2019>re currently experiencing high demand, which may cause    |
 |        |      |      | temporary errors." (no status number anywhere)                       |

@@ -92,6 +92,18 @@ RETRYABLE_TEXT = re.compile(
 # How often codex itself retries a request or a dropped stream before it gives up: harness
 # owns retries and time, so a rate-limited call fails in seconds, not minutes.
 OWN_RETRIES = 1
+# codex's features that offer the model tools no role needs.
+OFF = (
+    "multi_agent",
+    "goals",
+    "sleep_tool",
+    "apps",
+    "plugins",
+    "image_generation",
+    "computer_use",
+    "browser_use",
+    "tool_suggest",
+)
 # The provider the shim defines when the environment names a base URL: codex ignores
 # OPENAI_BASE_URL and reads its endpoint only from a provider.
 PROVIDER = "harness"
@@ -121,9 +133,11 @@ def command(
         "exec",
         *shell,
         *provider_overrides(dict(os.environ), user_config()),
-        # Only what a role needs: no web search, whatever the user's config turns on.
+        # Only what a role needs, whatever the user's config turns on: no web search, no
+        # subagents, goals, sleeping, apps, plugins, images, browser or computer use.
         "-c",
         'web_search="disabled"',
+        *(a for name in OFF for a in ("-c", f"features.{name}=false")),
         "--json",
         "--skip-git-repo-check",  # the sandbox is a git repo, but its trust is not configured
         "--ephemeral",  # no session files left in CODEX_HOME for a throw-away sandbox

@@ -12,7 +12,7 @@ import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from . import (
     __version__,
@@ -328,14 +328,31 @@ def cmd_verdict(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """Whether untrusted commands can be contained on this machine, and why not."""
-    found = sandbox.diagnose()
+    """Whether untrusted commands can be contained on this machine, and why not; inside a
+    repository with a registry, whether each agent starts in its sandbox, and why not."""
+    found: dict[str, Any] = dict(sandbox.diagnose())
+    rows = _doctor_agents(args) if found["sandbox"] == "works" else []
     if args.json:
-        _print_json(found)
+        _print_json(found | {"agents": rows})
     else:
         for name, value in found.items():
             print(f"{name}: {printable(value)}")
-    return 0 if found["sandbox"] == "works" else 1
+        for row in rows:
+            state = f"ok {row['version']}" if row["ok"] else str(row["error"])
+            print(f"agent {row['id']}: {printable(state)}")
+    return 0 if found["sandbox"] == "works" and all(r["ok"] for r in rows) else 1
+
+
+def _doctor_agents(args: argparse.Namespace) -> list[dict[str, object]]:
+    """Each registry agent asked for its version in its sandbox; none outside a repository
+    or without a registry."""
+    try:
+        layout = _layout(args)
+    except HarnessError:
+        return []
+    if not layout.registry.is_file():
+        return []
+    return list(preflight.registry_check(layout))
 
 
 def cmd_registry_check(args: argparse.Namespace) -> int:

@@ -32,6 +32,13 @@ SETTINGS: dict[str, tuple[tuple[str, str], ...]] = {
     "gemini": ((".gemini/settings.json", ".gemini/user-settings.json"),),
 }
 
+# How each CLI is installed, for the fix a missing one is reported with.
+PACKAGES = {
+    "claude": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "gemini": "@google/gemini-cli",
+}
+
 # A hostile or broken package tree could name dependencies without end.
 MAX_PACKAGES = 4000
 # Enough of a file to read its `#!` line.
@@ -59,7 +66,9 @@ def find(command: str, path: str, home: Path) -> Install:
     it. Raises NotInstalled with what is missing."""
     found = command if os.path.isabs(command) else shutil.which(command, path=path)
     if found is None or not os.path.isfile(found):
-        raise NotInstalled(f"{command} not found on PATH")
+        named = PACKAGES.get(Path(command).name)
+        fix = f" (npm install -g {named})" if named else ""
+        raise NotInstalled(f"{command} not found on PATH{fix}")
     real = Path(os.path.realpath(found))
     binds: dict[Path, Path] = {}
     package = package_root(real)

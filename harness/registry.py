@@ -139,7 +139,7 @@ class Agent:
         try:
             found = installed.find(self.cli, os.environ.get("PATH", os.defpath), user_home)
         except installed.NotInstalled as exc:
-            raise Halted(f"agent {self.id}: {exc}; install it, or put it on PATH") from None
+            raise Halted(f"agent {self.id}: {exc}") from None
         for host, _ in found.binds:
             if _exposes(host, root) or any(_holds(host, Path(h)) for h in hide if h != root):
                 raise Halted(

@@ -6,16 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 
-from . import config, files, registry, tokens
+from . import config, files, installed, registry, tokens
 from .layout import Layout
 from .workers import launcher
-
-# How each CLI is installed, for the note `init` prints when one is not on PATH.
-PACKAGES = {
-    "claude": "@anthropic-ai/claude-code",
-    "codex": "@openai/codex",
-    "gemini": "@google/gemini-cli",
-}
 
 
 def init(layout: Layout, gemini: bool) -> list[str]:
@@ -46,7 +39,7 @@ def missing(gemini: bool) -> list[str]:
     path = os.environ.get("PATH", os.defpath)
     return [
         f"note: {name} is not on PATH: the {name} agent cannot run until it is "
-        f"(npm install -g {PACKAGES[name]})"
+        f"(npm install -g {installed.PACKAGES[name]})"
         for name in shims
         if shutil.which(name, path=path) is None
     ]

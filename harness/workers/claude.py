@@ -64,7 +64,12 @@ OWN_ENV = {
 
 # api_error_status values that a later call may well not meet again.
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 529})
-RETRYABLE_TEXT = re.compile(r"rate.?limit|overloaded|server.?error|too many requests", re.I)
+# A connection lost or timed out is transient too: claude words a cut stream "Connection to
+# the API was lost (ECONNRESET)" and an idle one "Request timed out".
+RETRYABLE_TEXT = re.compile(
+    r"rate.?limit|overloaded|server.?error|too many requests|connection|ECONNRESET|timed out",
+    re.I,
+)
 # Error words the CLI uses for failures no retry will fix; checked before the retryable text so
 # an auth failure mentioning a server is still hard.
 HARD_TEXT = re.compile(r"authentication_failed|billing_error|invalid_request", re.I)
@@ -152,6 +157,17 @@ POLICY_TOOLS: dict[str, tuple[str | None, str]] = {
 WEB_TOOLS = {"web_fetch": "WebFetch", "web_search": "WebSearch"}
 
 
+def idle_env(env: shim.Envelope) -> dict[str, str]:
+    """The call's idle_s as claude's own limits: how long it waits for a reply to begin, and
+    for the next bytes of one streaming. Past either it gives up with an error the shim
+    classes retryable, before harness's soft timeout."""
+    idle = env.payload["timeouts"].get("idle_s")
+    if idle is None:
+        return {}
+    ms = str(int(float(idle) * 1000))
+    return {"API_TIMEOUT_MS": ms, "CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS": ms}
+
+
 def offered(writable: bool, launch: shim.Launch) -> list[str]:
     """The only tools the model is offered: the read tools, the edit tools when the subtask
     writes, Bash when the registry allows commands; under a policy, only those it keeps."""
@@ -220,7 +236,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
     prompt = shim.render(env, brief, launch)
     argv = command(env, box, brief, launch, shim.home())
-    ran = shim.run_cli(argv, env, box, prompt, OWN_ENV)
+    ran = shim.run_cli(argv, env, box, prompt, OWN_ENV | idle_env(env))
     final = result_message(ran)
     check(final)
     check_tool_calls(ran, final, launch, str(box.root))

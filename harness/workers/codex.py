@@ -132,7 +132,7 @@ def command(
         "codex",
         "exec",
         *shell,
-        *provider_overrides(dict(os.environ), user_config()),
+        *provider_overrides(dict(os.environ), user_config(), env.payload["timeouts"].get("idle_s")),
         # Only what a role needs, whatever the user's config turns on: no web search, no
         # subagents, goals, sleeping, apps, plugins, images, browser or computer use.
         "-c",
@@ -164,12 +164,17 @@ def user_config() -> dict[str, Any]:
     return doc
 
 
-def provider_overrides(environ: dict[str, str], config: dict[str, Any]) -> list[str]:
+def provider_overrides(
+    environ: dict[str, str], config: dict[str, Any], idle_s: float | None = None
+) -> list[str]:
     """`-c` overrides for the model provider: one defined from OPENAI_BASE_URL when the
     environment sets it (a gateway user's only way to point codex elsewhere without editing
-    its config), else the user's own; either with codex's own retries capped."""
+    its config), else the user's own; either with codex's own retries capped and, given the
+    call's idle_s, its wait for the next event of a streaming answer."""
     url = environ.get("OPENAI_BASE_URL")
-    caps = {"request_max_retries": OWN_RETRIES, "stream_max_retries": OWN_RETRIES}
+    caps: dict[str, Any] = {"request_max_retries": OWN_RETRIES, "stream_max_retries": OWN_RETRIES}
+    if idle_s is not None:
+        caps["stream_idle_timeout_ms"] = int(idle_s * 1000)
     if url:
         key = next((k for k in ("CODEX_API_KEY", "OPENAI_API_KEY") if environ.get(k)), None)
         fields: dict[str, Any] = {

@@ -42,9 +42,10 @@ RETRYABLE_TEXT = re.compile(
     re.I,
 )
 _STDERR_ERROR = re.compile(r"^\[ERROR\]\s*(\{.*\})\s*$", re.M)
-# A model stream cut short: the next call may well get the whole of it.
+# A model stream cut short, or a request that never got an answer: gemini says "terminated"
+# or "Incomplete JSON segment" for the one, "fetch failed" for the other.
 CUT_TEXT = re.compile(
-    r"incomplete json segment|stream.*(?:ended|closed|terminated)|ECONNRESET", re.I
+    r"incomplete json segment|\bterminated\b|ECONNRESET|fetch failed|socket hang up", re.I
 )
 # HTTP statuses in an error's `code`: auth and bad requests are hard, limits and outages not.
 HARD_STATUS = frozenset({400, 401, 403, 404})

@@ -241,6 +241,20 @@ class Account:
         if self.up is not None:
             self.up[0].answered(call_id, exchange)
 
+    def cost_left(self, sub: Subtask) -> float | None:
+        """USD left of max_cost_usd for one more call of `sub`, the least of the task's,
+        the subtask's and every level's above; None when no level bounds cost. An agent
+        CLI that can be told (claude's --max-budget-usd) stops at it itself."""
+        found = []
+        for bounds, step in ((self.limits, None), (dict(sub.limits), sub.id)):
+            if "max_cost_usd" in bounds:
+                left = bounds["max_cost_usd"] - self.spent.used("max_cost_usd", step)
+                found.append(round(max(left, 0.0), 6))
+        if self.up is not None:
+            above = self.up[0].cost_left(self.up[1])
+            found += [above] if above is not None else []
+        return min(found) if found else None
+
     def remaining_s(self) -> float | None:
         """Seconds left of max_runtime_s, at this level or any above: calls running at the
         deadline are stopped."""

@@ -945,10 +945,19 @@ class Subtask:
             retry=retry_of is not None,
             corrected=correction is not None,
             timeouts=dict(agent.timeouts or task.config.timeouts),
-            budgets=dict(task.config.budgets),
+            budgets=self.call_budgets(),
             epoch=task.model.epoch,
             fallback=agent.id if task.model.fallbacks(sub.id) else None,
         )
+
+    def call_budgets(self) -> dict[str, Any]:
+        """The call's own limits: the config's, with max_usd lowered to what is left of the
+        cost budgets, so a CLI that can be told stops there itself."""
+        found = dict(self.task.config.budgets)
+        left = self.account.cost_left(self.sub)
+        if left is not None and left > 0:
+            found["max_usd"] = min(float(found.get("max_usd", left)), left)
+        return found
 
     def previous_failure(self, att: protocol.Attempt) -> Event | None:
         """The failure this attempt retries; None for a first attempt (a fallback agent's,

@@ -213,3 +213,24 @@ def test_an_unknown_cost_names_what_is_missing() -> None:
         ", and ai/harness.toml [prices] has no price for it",
     ]
     assert budgets.refusal({"max_steps": 2}, sub("T1"), priced, 0.0) is None
+
+
+def test_each_call_is_told_the_cost_left_as_its_max_usd(sample: Sample) -> None:
+    """claude's --max-budget-usd comes from max_usd: what is left of the task's cost budget
+    when the call is made, so the CLI stops there itself."""
+    with (sample.root / "ai" / "harness.toml").open("a") as fh:
+        fh.write("\n[budgets]\nmax_cost_usd = 1.0\n")
+    sample.write_plan(
+        [subtask("T1", no_change_ok=True), subtask("T2", depends_on=["T1"], no_change_ok=True)]
+    )
+    paid = [ok("T1"), ok("T2")]
+    paid[0]["result"]["metrics"] = {"cost_usd": 0.25}
+    paid[1]["result"]["metrics"] = {"cost_usd": 0.5}
+    sample.write_script(paid)
+    assert sample.cli("run", "demo").returncode == 0
+    told = []
+    for ev in sample.events():
+        if ev["event"] == "subagent_invoked":
+            folder = sample.root / "ai/exchanges/demo" / ev["details"]["call_id"]
+            told.append(orjson.loads((folder / "prompt.ndjson").read_bytes())["payload"])
+    assert [p["budgets"].get("max_usd") for p in told] == [1.0, 0.75]

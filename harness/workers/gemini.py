@@ -50,6 +50,9 @@ CUT_TEXT = re.compile(
 # HTTP statuses in an error's `code`: auth and bad requests are hard, limits and outages not.
 HARD_STATUS = frozenset({400, 401, 403, 404})
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# A fatal API error exits with its HTTP status modulo 256 (145 for 401, 173 for 429, 244 for
+# 500): the status, when the error object itself cannot be read.
+STATUS_OF_EXIT = {status % 256: status for status in HARD_STATUS | RETRYABLE_STATUS}
 
 # Tries of each request to the model, gemini's own retries included (it makes 10 over some
 # 200 s by default): harness owns retries and time.
@@ -252,6 +255,8 @@ def check(ran: shim.Ran, doc: dict[str, Any]) -> None:
     words = _error_text(err) or ran.stderr_tail(TAIL).removeprefix(": ")
     message = f"gemini exited {ran.code}: {words or 'no detail'}"[:2000]
     code: Any = err.get("code") if isinstance(err, dict) else None
+    if code is None:
+        code = STATUS_OF_EXIT.get(ran.code)
     if code in HARD_STATUS:
         raise shim.ShimError(message, "hard")
     if code in RETRYABLE_STATUS or CUT_TEXT.search(words):

@@ -22,13 +22,16 @@ from harness.errors import HarnessError
 CAP = 64 << 20  # bytes of each output stream kept when the caller names no cap
 GRACE_S = 1.0  # how long output may still arrive once the command is over
 POLL_S = 0.05  # the longest the end of a command goes unnoticed
+IDLE_GRACE_S = 5.0  # how long a command found stuck has to stop before it is killed
 CHUNK = 64 << 10  # read at a time: all of the output harness ever holds in memory
 
 
 @dataclass(frozen=True)
 class Result:
     code: int  # exit status; -signum when a signal ended the process
-    timed_out: str | None  # None, "soft" (SIGTERM sufficed) or "hard" (SIGKILL was needed)
+    # None, "soft" (SIGTERM sufficed), "idle" (silent too long; SIGTERM sufficed) or "hard"
+    # (SIGKILL was needed)
+    timed_out: str | None
     duration_s: float
     leaked: bool = False  # a descendant was still alive when the command itself ended
     survivors: tuple[str, ...] = ()  # their names, when a sandbox could tell
@@ -115,11 +118,14 @@ def run(
     hard_s: float | None = None,
     box: sandbox.Box | None = None,
     cap: int = CAP,
+    idle_s: float | None = None,
 ) -> Result:
     """Run `argv` (no shell) in a new session; no descendant in its group outlives the call.
 
     `stdout` and `stderr` get the first `cap` bytes of each stream; the rest is read and
-    dropped, and the result names the streams that were cut.
+    dropped, and the result names the streams that were cut. With `idle_s`, a command that
+    prints nothing on either for that long is stuck: stopped as at the soft timeout, and
+    `timed_out` says "idle".
 
     With a `box` the command runs inside that sandbox, and nothing it started outlives it:
     whatever is alive in its PID namespace when it ends is reported as a leak and killed.
@@ -176,17 +182,35 @@ def run(
                 _kill_group(proc.pid, signal.SIGKILL)
         try:
             while True:
-                if not stages:
+                idle_at = None if idle_s is None or timed_out else out.last + idle_s
+                if not stages and idle_at is None:
                     out.copy_until_exit(proc, None)
                     break
-                at, sig, stage = stages.pop(0)
-                if out.copy_until_exit(proc, start + at - time.monotonic()):
+                next_at = min([start + stages[0][0]] if stages else [], default=None)
+                wake = min(t for t in (next_at, idle_at) if t is not None)
+                if out.copy_until_exit(proc, wake - time.monotonic()):
                     break  # an end exactly at the deadline is not a timeout
+                if idle_s is not None and not timed_out and time.monotonic() >= out.last + idle_s:
+                    # Silent for idle_s: stuck. Asked to stop as at the soft timeout, then
+                    # killed after a grace unless the hard timeout comes first.
+                    if boxed:
+                        boxed.terminate()
+                    else:
+                        _kill_group(proc.pid, signal.SIGTERM)
+                    timed_out = "idle"
+                    hard = time.monotonic() - start + IDLE_GRACE_S
+                    hard = min([hard, *(at for at, _, name in stages if name == "hard")])
+                    stages = [(hard, signal.SIGKILL, "hard")]
+                    continue
+                if next_at is None or time.monotonic() < next_at:
+                    continue  # output came just in time: not idle after all
+                _, sig, stage = stages.pop(0)
                 if boxed and sig == signal.SIGTERM:
                     boxed.terminate()
                 else:
                     _kill_group(proc.pid, sig)
-                timed_out = stage
+                if timed_out != "idle":  # a stuck command stays stuck, however it ended
+                    timed_out = stage
                 if stage == "hard":
                     stages.clear()
             if boxed is None:
@@ -228,6 +252,7 @@ class _Output:
     def __init__(self, stack: ExitStack, cap: int) -> None:
         self._stack = stack
         self._cap = cap
+        self.last = time.monotonic()  # when the command last printed anything
         self._selector = selectors.DefaultSelector()
         stack.callback(self._selector.close)
         self._sinks: list[_Sink] = []
@@ -283,6 +308,7 @@ class _Output:
             if not chunk:
                 self._selector.unregister(key.fd)
                 continue
+            self.last = time.monotonic()
             room = self._cap - sink.kept
             if room > 0:
                 sink.file.write(chunk[:room])

@@ -172,6 +172,32 @@ def test_hard_timeout_when_sigterm_is_ignored(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 10
 
 
+def test_a_command_silent_for_idle_s_is_stopped_as_stuck(tmp_path: Path) -> None:
+    """It printed, then nothing: stopped long before its soft timeout."""
+    t0 = time.monotonic()
+    argv = ["/bin/sh", "-c", "echo started; sleep 30"]
+    res = run(argv, cwd=tmp_path, env=_env(tmp_path), soft_s=20, hard_s=25, idle_s=0.5,
+              stdout=tmp_path / "out")  # fmt: skip
+    assert res.timed_out == "idle" and res.code == -signal.SIGTERM
+    assert (tmp_path / "out").read_text() == "started\n"
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_command_that_keeps_printing_is_never_idle(tmp_path: Path) -> None:
+    """The twin: silent for less than idle_s at a time, however long it runs."""
+    script = "for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.2; done"
+    argv = ["/bin/sh", "-c", script]
+    res = run(argv, cwd=tmp_path, env=_env(tmp_path), idle_s=1.0, stdout=tmp_path / "out")
+    assert res.timed_out is None and res.code == 0
+    assert (tmp_path / "out").read_text().split() == [str(i) for i in range(1, 9)]
+
+
+def test_a_stuck_command_that_ignores_sigterm_is_killed_after_a_grace(tmp_path: Path) -> None:
+    argv = ["/bin/sh", "-c", 'trap "" TERM; sleep 30']
+    res = run(argv, cwd=tmp_path, env=_env(tmp_path), idle_s=0.3, hard_s=2)
+    assert res.timed_out == "idle" and res.code == -signal.SIGKILL
+
+
 def test_hard_only_skips_sigterm(tmp_path: Path) -> None:
     # A TERM handler would write the marker; with only hard_s it must never run.
     marker = tmp_path / "termed"

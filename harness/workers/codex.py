@@ -213,7 +213,9 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     try:
         schema, last = side / "schema.json", side / "last-message.json"
         schema.write_bytes(orjson.dumps(ANSWER_SCHEMA))
-        ran = shim.run_cli(command(env, box, schema, last, launch), env, box, prompt)
+        # `--json` prints each event as it happens: silence for idle_s is a stuck codex.
+        argv = command(env, box, schema, last, launch)
+        ran = shim.run_cli(argv, env, box, prompt, streams=True)
         events = parse_events(ran.stdout)
         check(ran, events)
         check_edits(events)

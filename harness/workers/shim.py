@@ -498,12 +498,14 @@ def run_cli(
     box: Sandbox,
     prompt: str,
     extra_env: dict[str, str] | None = None,
+    streams: bool = False,
 ) -> Ran:
     """The CLI in the sandbox: prompt on stdin then EOF, output to files, group-killed on time.
     `extra_env` is what the shim sets for the CLI on top of its own environment (the caps on
-    the CLI's own retries).
+    the CLI's own retries). A CLI that `streams` its events as they happen, and prints none
+    for the call's idle_s, is stuck: stopped then, not at the soft timeout.
 
-    A CLI missing from PATH is hard; one that had to be killed is retryable.
+    A CLI missing from PATH is hard; one that had to be stopped is retryable.
     """
     box.argv = list(argv)
     work = fresh_folder(box.root.parent, "cli")
@@ -522,9 +524,14 @@ def run_cli(
                 stderr=work / "err",
                 soft_s=limits["soft_s"] * MARGIN,
                 hard_s=limits["hard_s"] * MARGIN,
+                idle_s=limits.get("idle_s") if streams else None,
             )
         except errors.HarnessError:
             raise ShimError(f"{argv[0]} is not installed or not on PATH") from None
+        if result.timed_out == "idle":
+            raise ShimError(
+                f"{argv[0]} printed nothing for {limits['idle_s']:g}s: stuck", "retryable"
+            )
         if result.timed_out is not None:
             raise ShimError(
                 f"{argv[0]} was killed after the {result.timed_out} timeout", "retryable"

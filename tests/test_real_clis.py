@@ -53,7 +53,9 @@ def user_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     modules.parent.mkdir(parents=True)
     copy = ["cp", "-al", str(CLIS), str(modules)]
     if subprocess.run(copy, capture_output=True, check=False).returncode != 0:
-        shutil.copytree(CLIS, modules, symlinks=True)  # another file system: a real copy
+        # Another file system, or a user who may not link files they do not own: a copy.
+        shutil.rmtree(modules, ignore_errors=True)
+        shutil.copytree(CLIS, modules, symlinks=True)
     bin_dir = home / ".npm-global" / "bin"
     bin_dir.mkdir()
     for name in NAMES:

@@ -797,7 +797,15 @@ class Subtask:
             timeouts,
             task.scratch(folder),
             told,
+            self.backoff(flight.att),
         )
+
+    def backoff(self, att: protocol.Attempt) -> float:
+        """Seconds to wait before this attempt's call: what the model API asked of the call
+        it retries (its retry-after), at most MAX_BACKOFF_S; nothing otherwise."""
+        failed = self.previous_failure(att)
+        asked = failed.get("details", {}).get("retry_after_s") if failed is not None else None
+        return min(float(asked), MAX_BACKOFF_S) if isinstance(asked, int | float) else 0.0
 
     def take(self, flight: Flight) -> worker.Outcome | None:
         """The call's answer, its outcome logged; None when the call failed."""
@@ -1060,6 +1068,8 @@ class Subtask:
             self.log.append("subagent_succeeded", "ok", step=self.sub.id, details=details)
         else:
             details["kind"] = outcome.kind
+            if outcome.retry_after_s is not None:
+                details["retry_after_s"] = outcome.retry_after_s
             self.error("subagent_failed", details, outcome.message)
 
     # -- gate, verify, commit ----------------------------------------------------------------
@@ -1417,9 +1427,11 @@ def _answer(
     timeouts: dict[str, float],
     scratch: Path,
     told: Callable[[], None] | None,
+    wait_s: float = 0.0,
 ) -> proc.Result:
-    """A call, in a pool thread, with a git of its own (threads may not share one); `told`
-    once it ended."""
+    """A call, in a pool thread, with a git of its own (threads may not share one), after
+    `wait_s` (a retry-after); `told` once it ended."""
+    proc.pause(wait_s)
     git = repo.Repo(root)
     try:
         result = answering.call(agent, git, base, staging, timeouts, scratch)
@@ -1430,6 +1442,8 @@ def _answer(
     return result
 
 
+# The longest a retry waits for the model API's retry-after: harness owns time.
+MAX_BACKOFF_S = 60.0
 # Roles whose work is a judgment: their answer may rightly change nothing.
 NO_CHANGE_ROLES = frozenset({"review", "audit"})
 

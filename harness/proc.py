@@ -66,6 +66,12 @@ _LIVE_LOCK = threading.Lock()
 _STOPPED = threading.Event()  # set from stop_all until allow_all: nothing may start
 
 
+def pause(seconds: float) -> None:
+    """Wait `seconds`, or less when harness is stopping (stop_all)."""
+    if seconds > 0:
+        _STOPPED.wait(seconds)
+
+
 def stop_all() -> None:
     """Kill every command harness is running, and refuse to start any, until allow_all: a
     run leaving early (a halt, Ctrl-C) leaves no call behind, not even one a pool thread

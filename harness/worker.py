@@ -24,6 +24,7 @@ class Outcome:
     message: str | None = None
     result: dict[str, Any] = field(default_factory=dict)
     cli_argv: tuple[str, ...] | None = None  # the command line a shim ran its CLI with
+    retry_after_s: float | None = None  # how long the model API asked a retry to wait
 
 
 def env_for(agent: Agent, home: Path) -> dict[str, str]:
@@ -131,4 +132,5 @@ def judge(
     kind, message = answer["error"]["kind"], answer["error"]["message"]
     if EXIT_KIND.get(code) != kind:
         return Outcome("error", "format", f"error kind {kind} with exit code {code}")
-    return Outcome("error", kind, message, cli_argv=cli_argv)
+    wait = answer["error"].get("retry_after_s") if kind == "retryable" else None
+    return Outcome("error", kind, message, cli_argv=cli_argv, retry_after_s=wait)

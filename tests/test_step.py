@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import orjson
 import pytest
 
-from harness import repo
+from harness import orchestrator, protocol, repo
 from harness.progress import GENESIS, line_hash
 
 from .conftest import Sample, calc_patch, err, new_file_patch, ok, subtask
@@ -596,3 +598,28 @@ def test_a_log_cut_back_and_committed_is_refused_by_next(sample: Sample) -> None
     sample.git("checkout", last, "--", "ai/tasks/demo/progress.ndjson")
     sample.commit_all("restore the log")
     assert sample.cli("next", "demo").returncode == 0
+
+
+def test_a_retry_waits_the_retry_after_the_model_api_asked_for(sample: Sample) -> None:
+    """A rate-limited call whose answer says how long to wait: harness's retry waits that
+    long (bounded), and the log says so; its twin without one retries at once."""
+    sample.write_plan([subtask("T1")])
+    limited = err("T1", "retryable", "429: Please try again in 2s", retry=False)
+    limited["error"]["retry_after_s"] = 2
+    sample.write_script([limited, ok("T1", ("src/calc.py", calc_patch()), retry=True)])
+    started = time.monotonic()
+    res = sample.cli("next", "demo")
+    assert res.returncode == 0, res.stderr
+    assert time.monotonic() - started >= 2
+    failed = next(e for e in sample.events() if e["event"] == "subagent_failed")
+    assert failed["details"]["retry_after_s"] == 2
+
+
+def test_a_retry_after_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model API asking for an hour gets a minute: harness owns time."""
+    sub = orchestrator.Subtask.__new__(orchestrator.Subtask)
+    failed = {"event": "subagent_failed", "details": {"kind": "retryable", "retry_after_s": 3600}}
+    monkeypatch.setattr(orchestrator.Subtask, "previous_failure", lambda self, att: failed)
+    assert sub.backoff(protocol.Attempt(2, 0)) == orchestrator.MAX_BACKOFF_S == 60.0
+    failed["details"].pop("retry_after_s")
+    assert sub.backoff(protocol.Attempt(2, 0)) == 0.0

@@ -33,11 +33,30 @@ ANSWER_FIELDS = ("plan", "risks", "notes", "metrics", "artifacts", "verdict")
 
 
 class ShimError(Exception):
-    """A failure to report as the one result line: retryable or hard."""
+    """A failure to report as the one result line: retryable or hard. A retryable one
+    whose words say how long the model API asked to wait carries that wait too."""
 
     def __init__(self, message: str, kind: str = "hard") -> None:
         super().__init__(message)
         self.kind = kind
+        self.retry_after_s = retry_after(message) if kind == "retryable" else None
+
+
+# How CLIs pass on a model API's wait: "Please try again in 20s", "retry in 3.5s", a
+# RetryInfo `"retryDelay": "7s"`, a `retry-after: 30` header quoted.
+_RETRY_AFTER = re.compile(
+    r"(?:try again in|retry in|retryDelay\W{0,4}|retry-after\W{0,3})\s*(\d+(?:\.\d+)?)\s*(ms|s)?",
+    re.I,
+)
+
+
+def retry_after(text: str) -> float | None:
+    """The wait a failure's words ask for, in seconds, or None."""
+    found = _RETRY_AFTER.search(text)
+    if found is None:
+        return None
+    value = float(found.group(1))
+    return value / 1000 if (found.group(2) or "").lower() == "ms" else value
 
 
 @dataclass(frozen=True)
@@ -380,7 +399,10 @@ def answer(
     if argv is not None:
         out["cli_argv"] = argv
     if error is not None:
-        out |= {"status": "error", "error": {"message": str(error)[:2000], "kind": error.kind}}
+        err: dict[str, Any] = {"message": str(error)[:2000], "kind": error.kind}
+        if error.retry_after_s is not None:
+            err["retry_after_s"] = error.retry_after_s
+        out |= {"status": "error", "error": err}
         code = EXIT[error.kind]
     else:
         out |= {"status": "ok", "result": result or {}}

@@ -132,7 +132,9 @@ def command(
         "codex",
         "exec",
         *shell,
-        *provider_overrides(dict(os.environ), user_config(), env.payload["timeouts"].get("idle_s")),
+        *provider_overrides(
+            dict(os.environ), user_config(), (env.payload.get("timeouts") or {}).get("idle_s")
+        ),
         # Only what a role needs, whatever the user's config turns on: no web search, no
         # subagents, goals, sleeping, apps, plugins, images, browser or computer use.
         "-c",

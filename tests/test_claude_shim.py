@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from harness.workers import claude as claude_shim
 from harness.workers import shim
 
 from .conftest import Sample, calc_patch, ok, subtask
@@ -341,3 +342,77 @@ def test_a_dependencys_artifact_cannot_close_its_fence(
     assert "\n".join(lines[opening[0] + 1 : closing]) + "\n" == text
     assert lines.count(f">>>blob id {tag}") == 1
     assert call["stdin"].startswith(shim.FENCES)
+
+
+# -- what the real claude prints, classed (outputs as observed in tests/test_modelapi.py) -----
+
+
+def _result(text: str, status: int | None = None, **more: object) -> dict[str, object]:
+    found: dict[str, object] = {"type": "result", "subtype": "success", "is_error": True}
+    found |= {"result": text, "terminal_reason": "api_error", **more}
+    return found | ({"api_error_status": status} if status is not None else {})
+
+
+@pytest.mark.parametrize(
+    ("final", "kind"),
+    [
+        (_result("API Error: Request rejected (429) · slow down", 429), "retryable"),
+        (_result("API Error: 500 boom. This is a server-side issue", 500), "retryable"),
+        (_result("Failed to authenticate. API Error: 401 no", 401), "hard"),
+        (_result("API Error: Connection to the API was lost (ECONNRESET)."), "retryable"),
+        (_result("Request timed out. If the API is slow, set API_TIMEOUT_MS"), "retryable"),
+    ],
+    ids=["429", "500", "401", "cut", "hang"],
+)  # fmt: skip
+def test_claude_failures_are_classed_as_the_real_cli_words_them(
+    final: dict[str, object], kind: str
+) -> None:
+    with pytest.raises(shim.ShimError) as raised:
+        claude_shim.check(final)
+    assert raised.value.kind == kind
+
+
+def test_an_empty_success_is_a_cut_reply_retryable() -> None:
+    """A stream cut short can end `success` with an empty result and no structured output."""
+    with pytest.raises(shim.ShimError, match="empty answer") as raised:
+        claude_shim.answer_of({"type": "result", "subtype": "success", "result": ""})
+    assert raised.value.kind == "retryable"
+    with pytest.raises(shim.ShimError) as prose:  # its twin: text, but no JSON: hard
+        claude_shim.answer_of({"type": "result", "subtype": "success", "result": "I refuse."})
+    assert prose.value.kind == "hard"
+
+
+def _messages(*results: tuple[str, str, bool]) -> bytes:
+    """A --verbose message list: each (id, file, failed) an Edit call and its result."""
+    doc: list[dict[str, object]] = []
+    for tool_id, path, failed in results:
+        use = {"type": "tool_use", "id": tool_id, "name": "Edit", "input": {"file_path": path}}
+        doc.append({"type": "assistant", "message": {"content": [use]}})
+        back = {"type": "tool_result", "tool_use_id": tool_id, "is_error": failed}
+        back["content"] = "String to replace not found" if failed else "ok"
+        doc.append({"type": "user", "message": {"content": [back]}})
+    doc.append({"type": "result", "subtype": "success", "is_error": False})
+    return orjson.dumps(doc)
+
+
+def test_a_failed_last_edit_of_a_file_is_a_lost_edit() -> None:
+    with pytest.raises(shim.ShimError, match=r"edit of /w/a.py failed: String to replace") as e:
+        claude_shim.check_edits(shim.Ran(0, _messages(("1", "/w/a.py", True)), b""))
+    assert e.value.kind == "retryable"
+    # Its twins: a failed edit made good by a later one of the same file, and no edits at all.
+    claude_shim.check_edits(
+        shim.Ran(0, _messages(("1", "/w/a.py", True), ("2", "/w/a.py", False)), b"")
+    )
+    claude_shim.check_edits(shim.Ran(0, _messages(), b""))
+
+
+def test_claude_is_offered_only_its_roles_tools_and_told_its_idle_limit() -> None:
+    assert claude_shim.offered(False, shim.Launch()) == ["Read", "Grep", "Glob"]
+    assert claude_shim.offered(True, shim.Launch(commands=("pytest",)))[-1] == "Bash"
+    envelope = shim.Envelope({}, {"payload": {"timeouts": {"soft_s": 60, "hard_s": 90}}})
+    assert claude_shim.idle_env(envelope) == {}
+    envelope.prompt["payload"]["timeouts"]["idle_s"] = 12.5
+    assert claude_shim.idle_env(envelope) == {
+        "API_TIMEOUT_MS": "12500",
+        "CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS": "12500",
+    }

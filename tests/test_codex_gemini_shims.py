@@ -373,3 +373,113 @@ def test_gemini_prompt_is_never_in_argv() -> None:
 
 def _envelope_stub() -> shim.Envelope:
     return shim.Envelope({}, {"payload": {"write_scope": "none"}})
+
+
+# -- what the real CLIs print, classed (outputs as observed in tests/test_modelapi.py) ---------
+
+
+def _ran(code: int, stdout: bytes = b"", stderr: bytes = b"") -> shim.Ran:
+    return shim.Ran(code, stdout, stderr)
+
+
+def _codex_failed(message: str) -> list[dict[str, Any]]:
+    return [{"type": "turn.failed", "error": {"message": message}}]
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        ("exceeded retry limit, last status: 429 Too Many Requests", "retryable"),
+        ("We\u2019re currently experiencing high demand, which may cause temporary", "retryable"),
+        ("unexpected status 401 Unauthorized: bad key, url: http://127.0.0.1/v1/responses", "hard"),
+        ("stream disconnected before completion: Transport error: network error", "retryable"),
+        ("stream disconnected before completion: idle timeout waiting for SSE", "retryable"),
+    ],
+    ids=["429", "500", "401", "cut", "idle"],
+)  # fmt: skip
+def test_codex_failures_are_classed_as_the_real_cli_words_them(message: str, kind: str) -> None:
+    with pytest.raises(shim.ShimError) as raised:
+        codex.check(_ran(1), _codex_failed(message))
+    assert raised.value.kind == kind
+
+
+def test_a_codex_file_change_that_failed_is_a_lost_edit() -> None:
+    """codex exits 0 with its final message though its edit failed: retryable, never ok."""
+    item = {"type": "file_change", "status": "failed", "changes": [{"path": "src/a.py"}]}
+    with pytest.raises(shim.ShimError, match=r"edit of src/a.py ended failed") as raised:
+        codex.check_edits([{"type": "item.completed", "item": item}])
+    assert raised.value.kind == "retryable"
+    codex.check_edits([{"type": "item.completed", "item": item | {"status": "completed"}}])
+
+
+def test_codex_is_pointed_by_the_environment_with_its_own_retries_capped() -> None:
+    env = {"OPENAI_BASE_URL": "http://gw.example/v1", "CODEX_API_KEY": "k"}
+    args = codex.provider_overrides(env, {}, 15)
+    pairs = dict(a.split("=", 1) for a in args if a != "-c")
+    assert pairs["model_provider"] == '"harness"'
+    assert pairs["model_providers.harness.base_url"] == '"http://gw.example/v1"'
+    assert pairs["model_providers.harness.env_key"] == '"CODEX_API_KEY"'
+    assert pairs["model_providers.harness.request_max_retries"] == "1"
+    assert pairs["model_providers.harness.stream_idle_timeout_ms"] == "15000"
+    # The user's own provider keeps its endpoint; only the caps are added.
+    mine = {"model_provider": "corp", "model_providers": {"corp": {"base_url": "x"}}}
+    own = codex.provider_overrides({}, mine)
+    assert own == [
+        "-c",
+        "model_providers.corp.request_max_retries=1",
+        "-c",
+        "model_providers.corp.stream_max_retries=1",
+    ]
+    assert codex.provider_overrides({}, {}) == []  # codex's built-in provider: nothing to cap
+
+
+GEMINI_TRACE = b"Error when talking to Gemini API\n    at generateContent (file:///x.js:1:1)\n"
+
+
+def _gemini_error(message: str, code: int) -> bytes:
+    body = {"session_id": "s", "error": {"type": "Error", "message": message, "code": code}}
+    return GEMINI_TRACE + orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "stderr", "kind"),
+    [
+        (173, _gemini_error("Resource exhausted", 429), "retryable"),
+        (244, _gemini_error('{"error":{"code":500}}', 500), "retryable"),
+        (145, _gemini_error('{"error":{"code":401}}', 401), "hard"),
+        (1, _gemini_error("terminated", 1), "retryable"),
+        (1, _gemini_error("exception TypeError: fetch failed sending request", 1), "retryable"),
+        (173, GEMINI_TRACE, "retryable"),  # the object unreadable: the exit code says 429
+        (145, GEMINI_TRACE, "hard"),
+        (41, _gemini_error("Invalid auth method selected.", 41), "hard"),
+    ],
+    ids=["429", "500", "401", "cut", "hang", "429-exit-only", "401-exit-only", "auth"],
+)
+def test_gemini_failures_are_classed_as_the_real_cli_prints_them(
+    exit_code: int, stderr: bytes, kind: str
+) -> None:
+    ran = _ran(exit_code, b"", stderr)
+    with pytest.raises(shim.ShimError) as raised:
+        gemini.check(ran, gemini.output_of(ran))
+    assert raised.value.kind == kind
+
+
+def test_gemini_settings_keep_the_users_and_add_the_shims() -> None:
+    user = {
+        "tools": {"exclude": ["mine"]},
+        "security": {"auth": {"selectedType": "vertex-ai"}},
+        "ui": {"theme": "x"},
+    }
+    launch = shim.Launch()
+    doc = gemini.settings(True, launch, {"GEMINI_API_KEY": "k"}, 7, user)
+    assert doc["ui"] == {"theme": "x"}
+    assert doc["security"]["auth"]["selectedType"] == "vertex-ai"  # the user's choice holds
+    assert doc["general"]["maxAttempts"] == gemini.OWN_ATTEMPTS
+    assert doc["model"]["maxSessionTurns"] == 7
+    excluded = doc["tools"]["exclude"]
+    assert excluded[0] == "mine" and "web_fetch" in excluded and "run_shell_command" in excluded
+    assert "replace" not in excluded
+    # No choice of the user's: the environment's key chooses; a read-only call cannot edit.
+    bare = gemini.settings(False, launch, {"GEMINI_API_KEY": "k"})
+    assert bare["security"]["auth"]["selectedType"] == "gemini-api-key"
+    assert {"replace", "write_file"} <= set(bare["tools"]["exclude"])

@@ -157,3 +157,33 @@ def test_cli_version_reports_the_clis_version_first(
     except shim.ShimError as exc:
         got = str(exc)
     assert got.startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("words", "wait"),
+    [
+        ("Rate limit reached. Please try again in 20s.", 20.0),
+        ("Attempt 1 failed: Please retry in 3.5s", 3.5),
+        ('{"@type": "RetryInfo", "retryDelay": "7s"}', 7.0),
+        ("got retry-after: 30", 30.0),
+        ("try again in 250ms", 0.25),
+        ("You've hit your usage limit. Try again at 3pm.", None),
+        ("This is a server-side issue, usually temporary — try again in a moment.", None),
+    ],
+)
+def test_a_retryable_failure_carries_the_wait_its_words_ask_for(
+    words: str, wait: float | None
+) -> None:
+    assert shim.ShimError(words, "retryable").retry_after_s == wait
+    assert shim.ShimError(words, "hard").retry_after_s is None  # no retry: no wait
+    line, code = shim.answer(None, "a", None, shim.ShimError(words, "retryable"))
+    error = orjson.loads(line)["error"]
+    assert code == 1 and error.get("retry_after_s") == wait
+
+
+def test_a_call_over_its_max_tokens_is_refused() -> None:
+    env = shim.Envelope({}, {"payload": {"budgets": {"max_tokens": 1000}}})
+    shim.over_budget(env, {"metrics": {"tokens": 1000}})
+    with pytest.raises(shim.ShimError, match="used 1001 tokens, over its max_tokens 1000"):
+        shim.over_budget(env, {"metrics": {"tokens": 1001}})
+    shim.over_budget(shim.Envelope({}, {"payload": {"budgets": {}}}), {"metrics": {"tokens": 9}})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from . import files, proc, registry, sandbox, scope, worker
+from . import files, proc, registry, sandbox, scope, sessions, worker
 from .config import Config
 from .layout import Layout
 from .registry import Agent
@@ -57,10 +57,11 @@ class Containment:
         """Run the agent on the envelope staged in `staging`, in the visible files of `base`
         (read-only: its changes travel in its answer) with a private home."""
         home = _fresh(scratch / "home")
+        sessions.seed(home, scratch)
         view = self.view(git, base, scratch / "view")
         box = self.box(view, home, agent)
         try:
-            return worker.run(
+            ran = worker.run(
                 agent,
                 self.layout.root,
                 view,
@@ -70,6 +71,9 @@ class Containment:
                 box,
                 self.config.max_output_bytes,
             )
+            if agent.resume:
+                sessions.collect(agent.cli, home, scratch)
+            return ran
         finally:
             if box is None:
                 # A worker run bare could have written its copy: the next call starts afresh.

@@ -85,6 +85,7 @@ def build(
     fallback: str | None = None,
     corrected: bool = False,
     expected: list[str] = EXPECTED,
+    session: dict[str, Any] | None = None,
 ) -> Call:
     write_scope = f"token:{token_id}" if token_id else "none"
     cons = constraints(sub, retry, corrected)
@@ -102,7 +103,7 @@ def build(
             "call_id": cid,
         },
     }
-    prompt = {
+    prompt: dict[str, Any] = {
         "ts": ts,
         "task_id": task_id,
         "type": "prompt",
@@ -120,4 +121,6 @@ def build(
             "budgets": budgets,
         },
     }
+    if session is not None:
+        prompt["payload"]["session"] = session
     return Call(cid, context, prompt)

@@ -129,16 +129,28 @@ def _hashes(found: dict[str, bytes | str]) -> dict[str, str]:
     return {name: digest(d) if isinstance(d, bytes) else d for name, d in found.items()}
 
 
-def reported(stdout: bytes) -> tuple[float | None, int | None]:
-    """The cost (USD) and tokens an answer line reports in result.metrics, each None when
-    it reports none (or is no answer at all)."""
+def _metrics(stdout: bytes) -> dict[str, Any] | None:
+    """An answer line's result.metrics, or None."""
     try:
         answer = orjson.loads(stdout or b"")
     except orjson.JSONDecodeError:
-        return None, None
+        return None
     result = answer.get("result") if isinstance(answer, dict) else None
     metrics = result.get("metrics") if isinstance(result, dict) else None
-    if not isinstance(metrics, dict):
+    return metrics if isinstance(metrics, dict) else None
+
+
+def session_id(stdout: bytes) -> str | None:
+    """The agent CLI's session an answer line names (metrics.session_id), if it is one."""
+    named = (_metrics(stdout) or {}).get("session_id")
+    return named if isinstance(named, str) and 0 < len(named) <= 200 else None
+
+
+def reported(stdout: bytes) -> tuple[float | None, int | None]:
+    """The cost (USD) and tokens an answer line reports in result.metrics, each None when
+    it reports none (or is no answer at all)."""
+    metrics = _metrics(stdout)
+    if metrics is None:
         return None, None
     cost, tokens = metrics.get("cost_usd"), metrics.get("tokens")
     if isinstance(cost, bool) or not isinstance(cost, int | float):

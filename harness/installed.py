@@ -32,6 +32,13 @@ SETTINGS: dict[str, tuple[tuple[str, str], ...]] = {
     "gemini": ((".gemini/settings.json", ".gemini/user-settings.json"),),
 }
 
+# Where each CLI keeps its sessions under its home (harness/sessions.py).
+SESSIONS: dict[str, tuple[str, ...]] = {
+    "claude": (".claude/projects",),
+    "codex": (".codex/sessions",),
+    "gemini": (".gemini/tmp",),
+}
+
 # How each CLI is installed, for the fix a missing one is reported with.
 PACKAGES = {
     "claude": "@anthropic-ai/claude-code",

@@ -32,6 +32,7 @@ from . import (
     registry,
     repo,
     scope,
+    sessions,
     supervision,
     tokens,
     verify,
@@ -756,8 +757,7 @@ class Subtask:
                 f"subtask {sub.id} changed since call {invoked['details']['call_id'][:12]} "
                 "was made: restore its plan, inputs and config, or resolve a blocker first"
             )
-        # One folder per slot: a worker's copy is moved between bases, not made afresh.
-        folder = "worker" if slot == 0 else f"worker-{slot}"
+        folder = _slot_folder(slot)
         # With several in flight, say when each answer is in: it is taken in plan order.
         told = (lambda: task.live.returned(sub.id)) if self.several else None
         flight = Flight(att, agent, call, slot)
@@ -779,6 +779,10 @@ class Subtask:
             task.recording.unrecorded(call.call_id)
         task.probe(agent)  # also for a call resumed after a kill: its meta names the version
         flight.staging = exchanges.stage(task.scratch("staging") / call.call_id, call)
+        retried = self.retried_call(flight.att) if agent.resume else None
+        sessions.prepare(
+            task.scratch(folder), None if retried is None else self.session_store(retried)
+        )
         timeouts = dict(call.prompt["payload"]["timeouts"])
         left = self.account.remaining_s()
         if left is not None:  # max_runtime_s: a call running at the deadline is stopped
@@ -956,7 +960,37 @@ class Subtask:
             budgets=self.call_budgets(),
             epoch=task.model.epoch,
             fallback=agent.id if task.model.fallbacks(sub.id) else None,
+            session=self.session_for(agent, att),
         )
+
+    def session_for(self, agent: Agent, att: protocol.Attempt) -> dict[str, Any] | None:
+        """For an agent that resumes: keep the CLI's session, and resume the one of the call
+        this attempt retries, as that call's answer named it (from the record, so a resumed
+        or replayed run builds the same envelope)."""
+        if not agent.resume:
+            return None
+        found: dict[str, Any] = {"keep": True}
+        retried = self.retried_call(att)
+        if retried is not None:
+            exchange = exchanges.load(self.task.layout.exchange(self.task.task_id, retried))
+            named = exchanges.session_id(exchange.stdout) if exchange is not None else None
+            if named is not None:
+                found["resume"] = named
+        return found
+
+    def retried_call(self, att: protocol.Attempt) -> str | None:
+        """The call this attempt retries (the same agent's, after a failure), or None."""
+        if self.previous_failure(att) is None:
+            return None
+        for ev in reversed(self.task.log.events):
+            if ev.get("step") == self.sub.id and ev["event"] == "subagent_retried":
+                found = ev.get("details", {}).get("call_id")
+                return found if isinstance(found, str) else None
+        return None
+
+    def session_store(self, call_id: str) -> Path:
+        """Where harness keeps the session store a call of a resuming agent left."""
+        return self.task.layout.state / "sessions" / self.task.task_id / call_id
 
     def call_budgets(self) -> dict[str, Any]:
         """The call's own limits: the config's, with max_usd lowered to what is left of the
@@ -1020,6 +1054,16 @@ class Subtask:
             }
             if outcome.cli_argv is not None:
                 made["cli_argv"] = list(outcome.cli_argv)
+            kept = (
+                sessions.keep(
+                    task.scratch(_slot_folder(flight.slot)), self.session_store(call.call_id)
+                )
+                if agent.resume
+                else None
+            )
+            if kept is not None:
+                resumed = call.prompt["payload"].get("session", {}).get("resume")
+                made["session"] = {"sha256": kept, **({"resumed": resumed} if resumed else {})}
             exchange = exchanges.commit(flight.staging, folder, call, outcome, made, task.ledger)
             fault("after:exchange")
         assert exchange is not None, "the exchange was recorded or just committed"
@@ -1446,6 +1490,11 @@ def _answer(
 MAX_BACKOFF_S = 60.0
 # Roles whose work is a judgment: their answer may rightly change nothing.
 NO_CHANGE_ROLES = frozenset({"review", "audit"})
+
+
+def _slot_folder(slot: int) -> str:
+    """One folder per slot: a worker's copy is moved between bases, not made afresh."""
+    return "worker" if slot == 0 else f"worker-{slot}"
 
 
 def _round_text(rounds: int, loop: plan_mod.Loop) -> str:

@@ -94,6 +94,7 @@ class Agent:
     read: tuple[str, ...] = ()  # host files its sandbox may read: "~/x" or an absolute path
     policy: tuple[str, ...] | None = None  # launch args from ai/policy.toml (policy.py)
     cli: str | None = None  # the agent CLI its command drives, bound as installed
+    resume: bool = False  # a retry continues the CLI's own session (sessions.py)
 
     def argv(self, root: Path) -> list[str]:
         """How to start it: the command, its args, its persona file if it has one, and the
@@ -165,6 +166,7 @@ def load(path: Path, root: Path, raw: bytes | None = None) -> list[Agent]:
             network=a.get("network", "none") == "host",
             read=tuple(a.get("read", [])),
             cli=a.get("cli"),
+            resume=bool(a.get("resume", False)),
         )
         for a in data["agents"]
     ]

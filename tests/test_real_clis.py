@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from harness import demo
@@ -250,3 +251,64 @@ def test_each_cli_is_offered_only_the_tools_its_role_needs(user_home: Path, tmp_
     # claude's placeholder is reserved ("never call this tool"): it offers the model nothing.
     claude = set(offered["claude"]) - {"DeferredToolPlaceholder"}
     assert claude == {"Read", "Grep", "Glob", "Edit", "Write", "StructuredOutput"}
+
+
+@pytest.mark.parametrize("resume", [True, False], ids=["resume", "afresh"])
+@pytest.mark.parametrize("cli", NAMES)
+def test_a_retry_after_a_failed_test_resumes_the_clis_own_session(
+    cli: str, resume: bool, user_home: Path, tmp_path: Path
+) -> None:
+    """`"resume": true`: the first change fails the tests; the retry continues the CLI's
+    conversation (the model sees its first answer again) instead of starting over, and
+    the exchanges hash the session stores harness kept. Its twin, without: afresh."""
+    marker = "FIRST-ATTEMPT-MARKER"
+    first = ANSWER | {"notes": [marker]}
+    script = [
+        edit("src/calc.py", "    return a + b", "    return a - b"),
+        answer(first),
+        # The retry's copy is the base again: the failed change was never committed.
+        edit(*EDIT),
+        answer(ANSWER),
+    ]
+    with ModelAPI(script) as api:
+        env = user_env(user_home, api)
+        s = new_repository(tmp_path, env)
+        reg = s.read_json("ai/agents/registry.json")
+        for entry in reg["agents"]:
+            entry["resume"] = resume and entry["id"] == cli
+        s.write_json("ai/agents/registry.json", reg)
+        plan_for(s, cli)
+        done = s.cli("run", "demo", env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert api.remaining() == []
+        seen = [orjson.dumps(r["body"]).decode() for r in api.requests if r["body"]]
+    assert "return a + b + 0" in (s.root / "src" / "calc.py").read_text()
+    assert "test_failed" in s.names() and "subagent_retried" in s.names()
+    calls = [e["details"]["call_id"] for e in s.events() if e["event"] == "subagent_invoked"]
+    metas = [s.read_json(f"ai/exchanges/demo/{c}/meta.json") for c in calls]
+    answers = [
+        orjson.loads((s.root / "ai/exchanges/demo" / c / "stdout.ndjson").read_bytes())
+        for c in calls
+    ]
+    if not resume:
+        assert not any("session" in m for m in metas)
+        assert not any(marker in body for body in seen[-2:])  # a new conversation
+        return
+    session = answers[0]["result"]["metrics"]["session_id"]
+    assert "resumed" not in metas[0]["session"] and metas[1]["session"]["resumed"] == session
+    assert len(metas[0]["session"]["sha256"]) == 64
+    # The retry's requests carry the first attempt's answer: the same conversation, going on.
+    assert any(marker in body for body in seen[-2:]), seen[-2:]
+    # Nothing of the stores is needed to audit or replay: the answers are recorded.
+    assert s.cli("audit", "demo", env=env).returncode == 0
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(s.root), str(clone)], check=True)
+    replay = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "replay", "demo", "--repo", str(clone)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stdout + replay.stderr

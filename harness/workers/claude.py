@@ -130,8 +130,12 @@ def command(
     # (subagents, web fetch and search among them). --tools is what it is offered at all.
     argv += ["--tools", ",".join(offered(env.writable, launch))]
     argv.append("--verbose")  # the output lists each tool call and its result (check_edits)
+    if env.resumes is not None:
+        # The retried call's conversation goes on, under a new id: the old one stays as it was.
+        argv += ["--resume", env.resumes, "--fork-session"]
+    if not env.keeps_session:
+        argv.append("--no-session-persistence")
     argv += [
-        "--no-session-persistence",
         "--permission-mode",
         # plan mode keeps a read-only role from editing even if the model tries.
         "acceptEdits" if env.writable else "plan",

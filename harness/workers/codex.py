@@ -128,10 +128,48 @@ def command(
     """
     shell = [] if launch.commands else ["-c", "features.shell_tool=false"]
     writes = launch.policy is None or bool({"write", "edit"} & set(launch.policy.tools))
+    # codex's own sandbox backs up the harness's: a read-only role cannot write at all.
+    mode = "workspace-write" if env.writable and writes else "read-only"
+    if env.resumes is not None:
+        # `exec resume` continues the retried call's thread; it takes neither -s nor -C: the
+        # mode goes as config, and the CLI runs in the sandbox already.
+        return [
+            "codex",
+            "exec",
+            "resume",
+            env.resumes,
+            *shell,
+            *_common(env),
+            "-c",
+            f"sandbox_mode={_toml(mode)}",
+            "--output-schema",
+            str(schema),
+            "-o",
+            str(last),
+            "-",
+        ]
     return [
         "codex",
         "exec",
         *shell,
+        *_common(env),
+        *([] if env.keeps_session else ["--ephemeral"]),  # else no session files are left
+        "-s",
+        mode,
+        "-C",
+        str(box.root),
+        "--output-schema",
+        str(schema),
+        "-o",
+        str(last),
+        "-",
+    ]
+
+
+def _common(env: shim.Envelope) -> list[str]:
+    """What a new and a resumed `codex exec` both take: its model provider, the tools no
+    role needs off, JSONL events, and no trust check on the shim's own git sandbox."""
+    return [
         *provider_overrides(
             dict(os.environ), user_config(), (env.payload.get("timeouts") or {}).get("idle_s")
         ),
@@ -142,17 +180,6 @@ def command(
         *(a for name in OFF for a in ("-c", f"features.{name}=false")),
         "--json",
         "--skip-git-repo-check",  # the sandbox is a git repo, but its trust is not configured
-        "--ephemeral",  # no session files left in CODEX_HOME for a throw-away sandbox
-        "-s",
-        # codex's own sandbox backs up the harness's: a read-only role cannot write at all.
-        "workspace-write" if env.writable and writes else "read-only",
-        "-C",
-        str(box.root),
-        "--output-schema",
-        str(schema),
-        "-o",
-        str(last),
-        "-",
     ]
 
 

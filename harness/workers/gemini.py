@@ -114,6 +114,8 @@ def command(env: shim.Envelope, launch: shim.Launch) -> list[str]:
         # The sandbox is a fresh directory gemini has never seen; without this it refuses
         # to work there (exit 55).
         "--skip-trust",
+        # The retried call's session, the only one its store (sessions.py) holds here.
+        *(["--resume", "latest"] if env.resumes is not None else []),
         *(["--allowed-tools", allowed] if allowed else []),
     ]
 

@@ -80,6 +80,17 @@ class Envelope:
     def writable(self) -> bool:
         return str(self.payload["write_scope"]) != "none"
 
+    @property
+    def keeps_session(self) -> bool:
+        """The agent resumes: its CLI must keep the session for a retry (sessions.py)."""
+        return bool((self.payload.get("session") or {}).get("keep"))
+
+    @property
+    def resumes(self) -> str | None:
+        """The CLI session this call continues: the one of the call it retries."""
+        found = (self.payload.get("session") or {}).get("resume")
+        return found if isinstance(found, str) else None
+
 
 def read_envelope(data: bytes) -> Envelope:
     """Exactly two schema-valid lines naming the same task, or ShimError (hard)."""

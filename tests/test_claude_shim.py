@@ -416,3 +416,16 @@ def test_claude_is_offered_only_its_roles_tools_and_told_its_idle_limit() -> Non
         "API_TIMEOUT_MS": "12500",
         "CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS": "12500",
     }
+
+
+def test_claude_keeps_and_resumes_its_session_only_when_told() -> None:
+    def argv(session: dict[str, object] | None) -> list[str]:
+        payload: dict[str, object] = {"write_scope": "token:W1", "budgets": {}}
+        env = shim.Envelope({}, {"payload": payload | ({"session": session} if session else {})})
+        return claude_shim.command(env, shim.Sandbox(Path("/w")), "b", shim.Launch(), Path("/h"))
+
+    assert "--no-session-persistence" in argv(None) and "--resume" not in argv(None)
+    assert "--no-session-persistence" not in argv({"keep": True})
+    resumed = argv({"keep": True, "resume": "abc"})
+    # A fork: the retried call's session stays as it was recorded.
+    assert resumed[resumed.index("--resume") + 1] == "abc" and "--fork-session" in resumed

@@ -483,3 +483,27 @@ def test_gemini_settings_keep_the_users_and_add_the_shims() -> None:
     bare = gemini.settings(False, launch, {"GEMINI_API_KEY": "k"})
     assert bare["security"]["auth"]["selectedType"] == "gemini-api-key"
     assert {"replace", "write_file"} <= set(bare["tools"]["exclude"])
+
+
+def _envelope(session: dict[str, Any] | None) -> shim.Envelope:
+    payload: dict[str, Any] = {"write_scope": "token:W1", "timeouts": {"soft_s": 1, "hard_s": 2}}
+    return shim.Envelope({}, {"payload": payload | ({"session": session} if session else {})})
+
+
+def test_codex_keeps_and_resumes_its_session_only_when_told() -> None:
+    box, paths = shim.Sandbox(Path("/w")), (Path("/s.json"), Path("/last.json"))
+    fresh = codex.command(_envelope(None), box, *paths, shim.Launch())
+    assert fresh[:2] == ["codex", "exec"] and "--ephemeral" in fresh and "-C" in fresh
+    kept = codex.command(_envelope({"keep": True}), box, *paths, shim.Launch())
+    assert "--ephemeral" not in kept
+    resumed = codex.command(_envelope({"keep": True, "resume": "t-1"}), box, *paths, shim.Launch())
+    assert resumed[:4] == ["codex", "exec", "resume", "t-1"] and resumed[-1] == "-"
+    # `exec resume` takes neither -s nor -C: the mode travels as config.
+    assert "-s" not in resumed and "-C" not in resumed
+    assert 'sandbox_mode="workspace-write"' in resumed and "--json" in resumed
+
+
+def test_gemini_resumes_the_one_session_its_store_holds() -> None:
+    assert "--resume" not in gemini.command(_envelope({"keep": True}), shim.Launch())
+    argv = gemini.command(_envelope({"keep": True, "resume": "s-1"}), shim.Launch())
+    assert argv[argv.index("--resume") + 1] == "latest"

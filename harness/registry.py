@@ -16,7 +16,9 @@ from .errors import Halted, InvalidInput
 # The roles every shim can take: each CLI reads, edits files and answers in JSON.
 CODING = ("localized-impl", "micro-refactor", "test-author", "doc-writer", "codegen", "review")
 # The shims `harness init` registers: capabilities, and the variables each CLI may see: its
-# keys, and the base URLs a gateway, proxy or cloud user points it with.
+# own keys, and what a gateway, proxy or cloud user points it with. A cloud's credentials
+# (AWS keys, a Google credentials file) are the caller's for everything else too: a user of
+# Bedrock or Vertex names them in the entry's env or read, where nobody else hands them out.
 SHIMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "claude": (
         (*CODING, "plan", "orchestrate", "audit", "merge"),
@@ -31,9 +33,6 @@ SHIMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "ANTHROPIC_VERTEX_PROJECT_ID",
             "CLOUD_ML_REGION",
             "AWS_REGION",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
         ),
     ),
     "codex": (

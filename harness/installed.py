@@ -92,7 +92,11 @@ def find(command: str, path: str, home: Path) -> Install:
     # A runtime that is itself a script is a version manager's shim (pyenv's, say), which
     # works only with the manager's whole state: the sandbox's own PATH finds that runtime.
     if runtime is not None and interpreter(runtime_real) is None:
-        binds[_prefix(runtime_real)] = _prefix(runtime_real)
+        tree = _prefix(runtime_real)
+        # `~/.local/bin/node` would make all of ~/.local its install: the binary alone then.
+        if tree.parent == Path(os.path.realpath(home)):
+            tree = runtime_real
+        binds[tree] = tree
         if via_env:
             programs.append((name, runtime_real))
         elif Path(name) != runtime_real:

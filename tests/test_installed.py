@@ -127,7 +127,7 @@ def test_hostile_package_files_reach_nothing_outside(tmp_path: Path) -> None:
     (tmp_path / "etc" / "package.json").write_text("{}")
     found = installed.find("codex", f"{bin_dir}:{node_bin}", home)
     for host, _ in found.binds:
-        assert modules in host.parents or host == home / "nvm", host
+        assert modules in host.parents or host == node_bin / "node", host
 
 
 def test_a_runtime_whose_install_is_the_home_itself_is_refused(tmp_path: Path) -> None:
@@ -172,3 +172,14 @@ def test_a_missing_cli_halts_with_the_agent_named(
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(Halted, match=r"agent a: codex not found on PATH \(npm install -g"):
         agent("codex").install(tmp_path)
+
+
+def test_a_runtime_in_a_folder_of_the_home_binds_only_itself(tmp_path: Path) -> None:
+    """node in ~/.local/bin: its install would be ~/.local, with everything else kept there."""
+    home = tmp_path / "home"
+    bin_dir = npm_global(home / ".npm-global")
+    node_bin = node_at(home / ".local")
+    (home / ".local" / "share" / "keyrings").mkdir(parents=True)
+    found = installed.find("codex", f"{bin_dir}:{node_bin}", home)
+    assert (node_bin / "node", node_bin / "node") in found.binds
+    assert not any(host == home / ".local" for host, _ in found.binds)

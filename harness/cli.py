@@ -338,7 +338,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for name, value in found.items():
             print(f"{name}: {printable(value)}")
         for row in rows:
-            state = f"ok {row['version']}" if row["ok"] else str(row["error"])
+            why = str(row["error"]).removeprefix(f"agent {row['id']}: ")
+            state = f"ok {row['version']}" if row["ok"] else why
             print(f"agent {row['id']}: {printable(state)}")
     return 0 if found["sandbox"] == "works" and all(r["ok"] for r in rows) else 1
 

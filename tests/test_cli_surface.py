@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from harness import files
+from harness import files, registry, workers
 
 from .conftest import CLOCK, Sample, calc_patch, demo_cli, ok, subtask
 
@@ -181,3 +181,24 @@ def test_doctor_json_is_one_document(sample: Sample) -> None:
     res = sample.cli("doctor", "--json")
     doc = orjson.loads(res.stdout)
     assert doc["sandbox"] == "works" and res.returncode == 0
+    assert [a["id"] for a in doc["agents"]] == ["scripted"] and doc["agents"][0]["ok"]
+
+
+def test_doctor_starts_each_agent_in_its_sandbox_and_names_the_fix(sample: Sample) -> None:
+    """An agent whose CLI is not on PATH: doctor says which, and how to install it."""
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"].append(registry.shim_entry("claude"))
+    sample.write_json("ai/agents/registry.json", reg)
+    (sample.root / "ai" / "agents" / "bin").mkdir(parents=True, exist_ok=True)
+    launcher = sample.root / "ai" / "agents" / "bin" / "claude-cli"
+    launcher.write_text(workers.launcher("claude"))
+    launcher.chmod(0o755)
+    res = sample.cli("doctor", env={"PATH": os.defpath})
+    assert res.returncode == 1
+    lines = res.stdout.splitlines()
+    assert "sandbox: works" in lines and any(
+        line.startswith("agent scripted: ok ") for line in lines
+    )
+    assert (
+        "agent claude: claude not found on PATH (npm install -g @anthropic-ai/claude-code)" in lines
+    )

@@ -312,3 +312,57 @@ def test_a_retry_after_a_failed_test_resumes_the_clis_own_session(
         check=False,
     )
     assert replay.returncode == 0, replay.stdout + replay.stderr
+
+
+def test_a_new_user_runs_one_plan_with_a_writing_subtask_per_cli(
+    user_home: Path, tmp_path: Path
+) -> None:
+    """The issue's walk-through: three CLIs installed under the home, `harness init
+    --gemini`, base URLs and keys in the environment only, one plan, one `harness run`:
+    three commits made by the CLIs' own edit tools, audit clean, replay identical."""
+    # Each adds zero: the sample's tests (add(2, 3) == 5) pass after every step.
+    steps = ["    return a + b", "    return a + b + 0", "    return a + b + 0 + 0"]
+    script = []
+    for old, new in zip(steps, [*steps[1:], "    return a + b + 0 + 0 + 0"], strict=True):
+        script += [edit("src/calc.py", old, new), answer(ANSWER)]
+    with ModelAPI(script) as api:
+        env = user_env(user_home, api)
+        s = new_repository(tmp_path, env)
+        s.write_plan(
+            [
+                {
+                    "id": f"T{i}",
+                    "role": "localized-impl",
+                    "agent": cli,
+                    "goal": f"Step {i}: add a zero to what add returns",
+                    "inputs": ["src/calc.py"],
+                    "acceptance": [],
+                    "write_scope": "src/**",
+                    "token": "W1",
+                    **({"depends_on": [f"T{i - 1}"]} if i > 1 else {}),
+                }
+                for i, cli in enumerate(NAMES, start=1)
+            ]
+        )
+        s.git("add", "-A")
+        s.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "plan")
+        done = s.cli("run", "demo", env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert api.remaining() == []
+    assert "return a + b + 0 + 0 + 0" in (s.root / "src" / "calc.py").read_text()
+    applied = [e for e in s.events() if e["event"] == "subagent_diffs_applied"]
+    assert [e["step"] for e in applied] == ["T1", "T2", "T3"]
+    agents = [e["details"]["subagent"] for e in s.events() if e["event"] == "subagent_invoked"]
+    assert agents == list(NAMES)
+    assert s.cli("audit", "demo", env=env).returncode == 0
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(s.root), str(clone)], check=True)
+    replay = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "replay", "demo", "--repo", str(clone)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stdout + replay.stderr

@@ -77,10 +77,10 @@ def find(command: str, path: str, home: Path) -> Install:
         fix = f" (npm install -g {named})" if named else ""
         raise NotInstalled(f"{command} not found on PATH{fix}")
     real = Path(os.path.realpath(found))
-    binds: dict[Path, Path] = {}
+    shown: dict[Path, Path] = {}  # inside the sandbox -> on the host
     package = package_root(real)
     for tree in [package, *dependencies(package)] if package else [real]:
-        binds[tree] = tree
+        shown[tree] = tree
     programs = [(Path(command).name, real)]
     runtime = interpreter(real)
     if runtime is not None:
@@ -89,25 +89,24 @@ def find(command: str, path: str, home: Path) -> Install:
         if where is None:
             raise NotInstalled(f"{command} needs {name}, which is not on PATH")
         runtime_real = Path(os.path.realpath(where))
-    # A runtime that is itself a script is a version manager's shim (pyenv's, say), which
-    # works only with the manager's whole state: the sandbox's own PATH finds that runtime.
-    if runtime is not None and interpreter(runtime_real) is None:
-        tree = _prefix(runtime_real)
-        # `~/.local/bin/node` would make all of ~/.local its install: the binary alone then.
-        if tree.parent == Path(os.path.realpath(home)):
-            tree = runtime_real
-        binds[tree] = tree
-        if via_env:
-            programs.append((name, runtime_real))
-        elif Path(name) != runtime_real:
-            binds[runtime_real] = Path(name)  # an absolute `#!` path must resolve inside too
-    for tree in binds:
-        _refuse_home(tree, home, command)
-    kept = {src: dest for src, dest in binds.items() if not _system(dest)}
+        # A runtime that is itself a script is a version manager's shim (pyenv's, say),
+        # which works only with the manager's whole state: the sandbox's PATH finds one.
+        if interpreter(runtime_real) is None:
+            tree = _prefix(runtime_real)
+            # `~/.local/bin/node` would make all of ~/.local its install: the binary alone.
+            if tree.parent == Path(os.path.realpath(home)):
+                tree = runtime_real
+            shown[tree] = tree
+            if via_env:
+                programs.append((name, runtime_real))
+            elif Path(name) != runtime_real:
+                shown[Path(name)] = runtime_real  # an absolute `#!` path resolves inside too
+    for host in shown.values():
+        _refuse_home(host, home, command)
     return Install(
         command=command,
         program=real,
-        binds=tuple(sorted(kept.items())),
+        binds=tuple(sorted((host, seen) for seen, host in shown.items() if not _system(seen))),
         programs=tuple(programs),
         settings=SETTINGS.get(Path(command).name, ()),
     )

@@ -183,3 +183,19 @@ def test_a_runtime_in_a_folder_of_the_home_binds_only_itself(tmp_path: Path) -> 
     found = installed.find("codex", f"{bin_dir}:{node_bin}", home)
     assert (node_bin / "node", node_bin / "node") in found.binds
     assert not any(host == home / ".local" for host, _ in found.binds)
+
+
+def test_an_absolute_interpreter_line_resolves_inside_where_it_points(tmp_path: Path) -> None:
+    """`#!/abs/link/to/node`: the link's path must reach the real node inside too."""
+    home = tmp_path / "home"
+    real_bin = node_at(home / ".nvm" / "versions" / "node" / "v22")
+    (tmp_path / "opt").mkdir()
+    (tmp_path / "opt" / "node").symlink_to(real_bin / "node")
+    script = home / "tool" / "cli.js"
+    script.parent.mkdir(parents=True)
+    script.write_text(f"#!{tmp_path / 'opt' / 'node'}\n")
+    script.chmod(0o755)
+    found = installed.find(str(script), "", home)
+    assert (real_bin / "node", tmp_path / "opt" / "node") in found.binds
+    assert (real_bin.parent, real_bin.parent) in found.binds
+    assert found.programs == (("cli.js", script),)

@@ -356,13 +356,18 @@ def test_codex_answer_folds_metrics_and_drops_nulls() -> None:
         (53, None, "", "hard"),
         (1, None, '[ERROR] {"type":"X","message":"RESOURCE_EXHAUSTED","code":429}', "retryable"),
         (1, None, "", "hard"),
-        (0, {"response": "ok"}, "", None),
+        (0, {}, "", None),
     ],
 )
 def test_gemini_classifies_by_exit_code_then_words(
     code: int, stdout: dict[str, Any] | None, stderr: str, kind: str | None
 ) -> None:
-    ran = _ran(code, orjson.dumps(stdout) if stdout else b"", stderr.encode())
+    """`stdout` is the stream's result event, its status error when it holds one."""
+    result = None
+    if stdout is not None:
+        status = "error" if "error" in stdout else "success"
+        result = {"type": "result", "status": status, **stdout}
+    ran = _ran(code, orjson.dumps(result) if result else b"", stderr.encode())
     assert _kind(lambda: gemini.check(ran, gemini.output_of(ran))) == kind
 
 
@@ -507,3 +512,34 @@ def test_gemini_resumes_the_one_session_its_store_holds() -> None:
     assert "--resume" not in gemini.command(_envelope({"keep": True}), shim.Launch())
     argv = gemini.command(_envelope({"keep": True, "resume": "s-1"}), shim.Launch())
     assert argv[argv.index("--resume") + 1] == "latest"
+
+
+def test_gemini_stream_events_give_the_last_reply_the_session_and_the_usage() -> None:
+    lines = [
+        {"type": "init", "session_id": "s-9", "model": "auto"},
+        {"type": "message", "role": "assistant", "content": "Let me look.", "delta": True},
+        {"type": "tool_use", "tool_name": "replace", "tool_id": "r1",
+         "parameters": {"file_path": "/w/src/a.py"}},
+        {"type": "tool_result", "tool_id": "r1", "status": "success"},
+        {"type": "message", "role": "assistant", "content": '```json\n{"notes": ', "delta": True},
+        {"type": "message", "role": "assistant", "content": '["done"]}\n```', "delta": True},
+        {"type": "result", "status": "success",
+         "stats": {"input_tokens": 2010, "output_tokens": 205, "total_tokens": 2215}},
+    ]  # fmt: skip
+    doc = gemini.output_of(_ran(0, b"\n".join(orjson.dumps(line) for line in lines)))
+    gemini.check(_ran(0), doc)
+    gemini.check_edits(doc)
+    assert shim.json_in(doc["response"]) == {"notes": ["done"]}  # the last reply only
+    assert gemini._metrics(doc) == {"session_id": "s-9", "tokens": 2215}
+
+
+def test_a_gemini_edit_whose_result_is_an_error_is_a_lost_edit(
+    sample: Sample, tmp_path: Path
+) -> None:
+    """gemini ends `success` though its `replace` failed: retryable, never done."""
+    use_agent(sample, "gemini")
+    names, calls = run(sample, "gemini", "edit_failed", tmp_path / "log")
+    assert len(calls) == 2 and "step_completed" not in names
+    assert [e["details"]["kind"] for e in failures(sample)] == ["retryable", "retryable"]
+    error = failures(sample)[0]["error"]
+    assert "gemini's edit of" in error and "0 occurrences found" in error

@@ -197,7 +197,7 @@ FAILURES = {
     "hang": (hang, "retryable"),
 }
 # Short enough that a hang ends well inside the test: claude gives up after idle_s by
-# itself; codex (waiting for headers) and gemini are stopped by their shim at 80% of soft_s.
+# itself; codex and gemini, whose events stop, are stopped by their shim as stuck.
 QUICK = "timeouts = { soft_s = 30, hard_s = 45, idle_s = 10 }"
 
 

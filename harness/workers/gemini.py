@@ -150,7 +150,12 @@ def settings(
             doc["security"] = {"auth": {"selectedType": "vertex-ai"}}
         elif environ.get("GEMINI_API_KEY"):
             doc["security"] = {"auth": {"selectedType": "gemini-api-key"}}
-    return merged(user, doc)
+    found = merged(user, doc)
+    # No MCP server, and no command the user's settings run to find tools: only the above.
+    found.pop("mcpServers", None)
+    for key in ("discoveryCommand", "callCommand"):
+        found.get("tools", {}).pop(key, None)
+    return found
 
 
 def user_settings() -> dict[str, Any]:

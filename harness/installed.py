@@ -46,6 +46,10 @@ PACKAGES = {
     "gemini": "@google/gemini-cli",
 }
 
+# Host programs a CLI needs beside itself, and when: claude runs the commands the registry
+# allows in its own Bash sandbox, which needs socat, and refuses to start without it.
+NEEDS_FOR_COMMANDS: dict[str, tuple[str, ...]] = {"claude": ("socat",)}
+
 # A hostile or broken package tree could name dependencies without end.
 MAX_PACKAGES = 4000
 # Enough of a file to read its `#!` line.
@@ -110,6 +114,13 @@ def find(command: str, path: str, home: Path) -> Install:
         programs=tuple(programs),
         settings=SETTINGS.get(Path(command).name, ()),
     )
+
+
+def missing_for_commands(command: str, path: str) -> list[str]:
+    """The host programs `command` needs to run allowed shell commands that are not on
+    `path`."""
+    needed = NEEDS_FOR_COMMANDS.get(Path(command).name, ())
+    return [name for name in needed if shutil.which(name, path=path) is None]
 
 
 def package_root(real: Path) -> Path | None:

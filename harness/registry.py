@@ -136,10 +136,18 @@ class Agent:
         if self.cli is None:
             return None
         user_home = Path(os.environ.get("HOME", "/nonexistent"))
+        path = os.environ.get("PATH", os.defpath)
         try:
-            found = installed.find(self.cli, os.environ.get("PATH", os.defpath), user_home)
+            found = installed.find(self.cli, path, user_home)
         except installed.NotInstalled as exc:
             raise Halted(f"agent {self.id}: {exc}") from None
+        lacking = installed.missing_for_commands(self.cli, path) if self.commands else []
+        if lacking:
+            raise Halted(
+                f"agent {self.id}: {self.cli} runs its allowed commands in a sandbox of its own, "
+                f"which needs {', '.join(lacking)} on the host (apt-get install "
+                f"{' '.join(lacking)})"
+            )
         for host, _ in found.binds:
             if _exposes(host, root) or any(_holds(host, Path(h)) for h in hide if h != root):
                 raise Halted(

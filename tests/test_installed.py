@@ -199,3 +199,24 @@ def test_an_absolute_interpreter_line_resolves_inside_where_it_points(tmp_path: 
     assert (real_bin / "node", tmp_path / "opt" / "node") in found.binds
     assert (real_bin.parent, real_bin.parent) in found.binds
     assert found.programs == (("cli.js", script),)
+
+
+def test_claude_with_commands_needs_socat_on_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """claude refuses to start its Bash sandbox without socat: the pre-flight says so first."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_bytes(b"\x7fELF")
+    (bin_dir / "claude").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    with_commands = registry.Agent(
+        id="c", cmd="/bin/true", version=">=0", capabilities=("x",), args=(), env=(),
+        timeouts=None, cli="claude", commands=("pytest",),
+    )  # fmt: skip
+    with pytest.raises(Halted, match=r"needs socat on the host \(apt-get install socat\)"):
+        with_commands.install(tmp_path / "repo")
+    assert agent("claude").install(tmp_path / "repo") is not None  # no commands: no socat
+    (bin_dir / "socat").write_bytes(b"\x7fELF")
+    (bin_dir / "socat").chmod(0o755)
+    assert with_commands.install(tmp_path / "repo") is not None

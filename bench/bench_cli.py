@@ -56,27 +56,23 @@ from harness.workers import shim
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests/modelapi.py: the scripted model API, standard library only
 from tests.modelapi import ModelAPI, Step, answer, edit  # noqa: E402
+from tests.test_real_clis import (  # noqa: E402
+    ANSWER,
+    CLIS,
+    CLOCK,
+    EDIT,
+    NAMES,
+    make_user_home,
+    user_env,
+)
 
-CLIS = ROOT / "tests" / "clis" / "node_modules"
-NAMES = ("claude", "codex", "gemini")
 TARGET = 1.30
-CLOCK = "2026-01-01T00:00:00Z"
 SANDBOX_HOME = "/sandbox/home"  # harness.sandbox.HOME, as the CLI's argv names it
 REDACTED = "[REDACTED]"  # what harness.worker.redact records for a value the agent may see
 HARNESS_TIMEOUT_S = 300.0
 BARE_TIMEOUT_S = 180.0
 GIT_TIMEOUT_S = 60.0
 
-# As tests/test_real_clis.py has them.
-KEY = "sk-test-0123456789abcdef"
-ANSWER = {
-    "plan": [{"step": "change f", "why": "the goal asks for it"}],
-    "risks": [],
-    "notes": ["changed src/calc.py"],
-    "metrics": {},
-    "artifacts": [],
-}
-EDIT = ("src/calc.py", "    return a + b", "    return a + b + 0")
 EDITED = "return a + b + 0"
 
 
@@ -86,50 +82,6 @@ class Failed(Exception):
 
 def script() -> list[Step]:
     return [edit(*EDIT), answer(ANSWER)]
-
-
-# -- the user's side: a home with the CLIs, the environment pointing them at the API -----------
-
-
-def user_home(where: Path) -> Path:
-    """A home as a user's looks after `npm install -g --prefix ~/.npm-global` and with a node
-    of their own (tests/test_real_clis.py's fixture): the CLIs' trees hard links of
-    tests/clis, their commands symlinks on PATH, node a copy in ~/.nvm."""
-    home = where / "user"
-    modules = home / ".npm-global" / "lib" / "node_modules"
-    modules.parent.mkdir(parents=True)
-    copy = ["cp", "-al", str(CLIS), str(modules)]
-    if subprocess.run(copy, capture_output=True, check=False, timeout=120).returncode != 0:
-        shutil.copytree(CLIS, modules, symlinks=True)  # another file system: a real copy
-    bin_dir = home / ".npm-global" / "bin"
-    bin_dir.mkdir()
-    for name in NAMES:
-        target = os.readlink(modules / ".bin" / name).replace("..", "../lib/node_modules", 1)
-        (bin_dir / name).symlink_to(target)
-    node = shutil.which("node")
-    if node is None:
-        raise Failed("node is not on PATH: codex and gemini need it")
-    nvm = home / ".nvm" / "versions" / "node" / "v-bench" / "bin"
-    nvm.mkdir(parents=True)
-    shutil.copy2(os.path.realpath(node), nvm / "node")
-    return home
-
-
-def user_env(home: Path, url: str) -> dict[str, str]:
-    """What a gateway user sets: base URLs and keys in the environment, nothing else."""
-    path = [home / ".npm-global" / "bin", home / ".nvm" / "versions" / "node" / "v-bench" / "bin"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "GEMINI_"))}
-    return env | {
-        "HOME": str(home),
-        "PATH": os.pathsep.join([*map(str, path), os.environ.get("PATH", os.defpath)]),
-        "HARNESS_CLOCK": CLOCK,
-        "ANTHROPIC_BASE_URL": url,
-        "ANTHROPIC_API_KEY": KEY,
-        "OPENAI_BASE_URL": url + "/v1",
-        "CODEX_API_KEY": KEY,
-        "GOOGLE_GEMINI_BASE_URL": url,
-        "GEMINI_API_KEY": KEY,
-    }
 
 
 # -- running things, bounded ----------------------------------------------------------------------
@@ -496,7 +448,7 @@ def main() -> int:
     )
     failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="harness-bench-cli-") as tmp:
-        user = user_home(Path(tmp))
+        user = make_user_home(Path(tmp) / "user")
         for cli in names:
             try:
                 figures = measure(cli, args.runs, user, Path(tmp))

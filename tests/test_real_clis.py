@@ -44,16 +44,14 @@ ANSWER = {
 }
 
 
-@pytest.fixture(scope="module")
-def user_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def make_user_home(home: Path) -> Path:
     """A home as a user's looks after `npm install -g --prefix ~/.npm-global` and with a
     node of their own: the CLIs' trees are hard links of tests/clis (no second download),
-    their commands symlinks on PATH, node a copy in ~/.nvm."""
-    home = tmp_path_factory.mktemp("user") / "home"
+    their commands symlinks on PATH, node a copy in ~/.nvm. bench/bench_cli.py uses it too."""
     modules = home / ".npm-global" / "lib" / "node_modules"
     modules.parent.mkdir(parents=True)
     copy = ["cp", "-al", str(CLIS), str(modules)]
-    if subprocess.run(copy, capture_output=True, check=False).returncode != 0:
+    if subprocess.run(copy, capture_output=True, check=False, timeout=300).returncode != 0:
         # Another file system, or a user who may not link files they do not own: a copy.
         shutil.rmtree(modules, ignore_errors=True)
         shutil.copytree(CLIS, modules, symlinks=True)
@@ -64,14 +62,20 @@ def user_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
             os.readlink(modules / ".bin" / name).replace("..", "../lib/node_modules", 1)
         )
     node = shutil.which("node")
-    assert node is not None, "node is needed to run codex and gemini"
+    if node is None:
+        raise RuntimeError("node is not on PATH: codex and gemini need it")
     nvm = home / ".nvm" / "versions" / "node" / "v-test" / "bin"
     nvm.mkdir(parents=True)
     shutil.copy2(os.path.realpath(node), nvm / "node")
     return home
 
 
-def user_env(home: Path, api: ModelAPI) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def user_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_user_home(tmp_path_factory.mktemp("user") / "home")
+
+
+def user_env(home: Path, url: str) -> dict[str, str]:
     """What a gateway user sets: base URLs and keys in the environment, nothing else."""
     path = [home / ".npm-global" / "bin", home / ".nvm" / "versions" / "node" / "v-test" / "bin"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "GEMINI_"))}
@@ -79,13 +83,29 @@ def user_env(home: Path, api: ModelAPI) -> dict[str, str]:
         "HOME": str(home),
         "PATH": os.pathsep.join([*map(str, path), os.environ.get("PATH", os.defpath)]),
         "HARNESS_CLOCK": CLOCK,
-        "ANTHROPIC_BASE_URL": api.url,
+        "ANTHROPIC_BASE_URL": url,
         "ANTHROPIC_API_KEY": KEY,
-        "OPENAI_BASE_URL": api.url + "/v1",
+        "OPENAI_BASE_URL": url + "/v1",
         "CODEX_API_KEY": KEY,
-        "GOOGLE_GEMINI_BASE_URL": api.url,
+        "GOOGLE_GEMINI_BASE_URL": url,
         "GEMINI_API_KEY": KEY,
     }
+
+
+def assert_audited_and_replayed(s: Sample, env: dict[str, str], where: Path) -> None:
+    """audit is clean, and a replay from a fresh clone rebuilds the record."""
+    assert s.cli("audit", "demo", env=env).returncode == 0
+    clone = where / "clone"
+    subprocess.run(["git", "clone", "-q", str(s.root), str(clone)], check=True)
+    replay = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "replay", "demo", "--repo", str(clone)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stdout + replay.stderr
 
 
 def new_repository(where: Path, env: dict[str, str]) -> Sample:
@@ -133,7 +153,7 @@ def test_a_real_cli_edit_is_gated_checked_committed_audited_and_replayed(
     cli: str, user_home: Path, tmp_path: Path
 ) -> None:
     with ModelAPI([edit(*EDIT), answer(ANSWER)]) as api:
-        env = user_env(user_home, api)
+        env = user_env(user_home, api.url)
         s = new_repository(tmp_path, env)
         plan_for(s, cli)
         check = s.cli("registry", "check", env=env)
@@ -152,19 +172,7 @@ def test_a_real_cli_edit_is_gated_checked_committed_audited_and_replayed(
     # What the CLI was told is recorded, its key never.
     assert meta["cli_argv"][0] == cli
     assert KEY not in (s.root / "ai" / "exchanges" / "demo" / call_id / "stdout.ndjson").read_text()
-    audit = s.cli("audit", "demo", env=env)
-    assert audit.returncode == 0, audit.stdout
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(s.root), str(clone)], check=True)
-    replay = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "replay", "demo", "--repo", str(clone)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert_audited_and_replayed(s, env, tmp_path)
 
 
 @pytest.mark.parametrize("cli", NAMES)
@@ -174,7 +182,7 @@ def test_a_real_cli_that_makes_no_edit_leaves_the_subtask_not_done(
     """The twin: the same subtask, but the model never edits (twice, for the retry): the
     CLI answers success, and harness fails the step rather than mark it done."""
     with ModelAPI([answer(ANSWER), answer(ANSWER)]) as api:
-        env = user_env(user_home, api)
+        env = user_env(user_home, api.url)
         s = new_repository(tmp_path, env)
         plan_for(s, cli)
         before = s.head()
@@ -209,7 +217,7 @@ def test_a_failing_model_api_is_classed_as_the_table_says(
     make, kind = FAILURES[failure]
     # Enough for every request the CLI and harness's one retry make; `always` errors need one.
     with ModelAPI([make() for _ in range(1 if failure in ("429", "500", "401") else 6)]) as api:
-        env = user_env(user_home, api)
+        env = user_env(user_home, api.url)
         s = new_repository(tmp_path, env)
         config = (s.root / "ai" / "harness.toml").read_text()
         (s.root / "ai" / "harness.toml").write_text(
@@ -230,7 +238,7 @@ def test_each_cli_is_offered_only_the_tools_its_role_needs(user_home: Path, tmp_
     offered: dict[str, list[str]] = {}
     for cli in NAMES:
         with ModelAPI([edit(*EDIT), answer(ANSWER)]) as api:
-            env = user_env(user_home, api)
+            env = user_env(user_home, api.url)
             (tmp_path / cli).mkdir()
             s = new_repository(tmp_path / cli, env)
             plan_for(s, cli)
@@ -271,7 +279,7 @@ def test_a_retry_after_a_failed_test_resumes_the_clis_own_session(
         answer(ANSWER),
     ]
     with ModelAPI(script) as api:
-        env = user_env(user_home, api)
+        env = user_env(user_home, api.url)
         s = new_repository(tmp_path, env)
         reg = s.read_json("ai/agents/registry.json")
         for entry in reg["agents"]:
@@ -300,18 +308,7 @@ def test_a_retry_after_a_failed_test_resumes_the_clis_own_session(
     # The retry's requests carry the first attempt's answer: the same conversation, going on.
     assert any(marker in body for body in seen[-2:]), seen[-2:]
     # Nothing of the stores is needed to audit or replay: the answers are recorded.
-    assert s.cli("audit", "demo", env=env).returncode == 0
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(s.root), str(clone)], check=True)
-    replay = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "replay", "demo", "--repo", str(clone)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert_audited_and_replayed(s, env, tmp_path)
 
 
 def test_a_new_user_runs_one_plan_with_a_writing_subtask_per_cli(
@@ -326,7 +323,7 @@ def test_a_new_user_runs_one_plan_with_a_writing_subtask_per_cli(
     for old, new in zip(steps, [*steps[1:], "    return a + b + 0 + 0 + 0"], strict=True):
         script += [edit("src/calc.py", old, new), answer(ANSWER)]
     with ModelAPI(script) as api:
-        env = user_env(user_home, api)
+        env = user_env(user_home, api.url)
         s = new_repository(tmp_path, env)
         s.write_plan(
             [
@@ -354,15 +351,4 @@ def test_a_new_user_runs_one_plan_with_a_writing_subtask_per_cli(
     assert [e["step"] for e in applied] == ["T1", "T2", "T3"]
     agents = [e["details"]["subagent"] for e in s.events() if e["event"] == "subagent_invoked"]
     assert agents == list(NAMES)
-    assert s.cli("audit", "demo", env=env).returncode == 0
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(s.root), str(clone)], check=True)
-    replay = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "replay", "demo", "--repo", str(clone)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert_audited_and_replayed(s, env, tmp_path)

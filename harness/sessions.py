@@ -45,8 +45,13 @@ def collect(cli: str | None, home: Path, scratch: Path) -> None:
     home = real_home
     if not wanted or sum(_size(home / rel) for rel in wanted) > MAX_BYTES:
         return
-    for rel in wanted:
-        shutil.copytree(home / rel, target / rel, symlinks=True)
+    try:
+        for rel in wanted:
+            shutil.copytree(home / rel, target / rel, symlinks=True)
+    except (OSError, shutil.Error):
+        # The CLI (or what it ran) made a file harness cannot copy: the retry starts afresh
+        # rather than harness stopping.
+        shutil.rmtree(target, ignore_errors=True)
 
 
 def prepare(scratch: Path, kept: Path | None) -> None:

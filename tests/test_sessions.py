@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,19 @@ def test_a_cli_with_no_store_or_none_named_keeps_nothing(tmp_path: Path) -> None
     sessions.prepare(scratch, tmp_path / "absent")
     sessions.seed(home, scratch)
     assert list(home.iterdir()) == []
+
+
+def test_a_store_that_cannot_be_copied_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file the CLI left unreadable fails the copy: no store, and no crash of harness."""
+    home, scratch = tmp_path / "home", tmp_path / "scratch"
+    scratch.mkdir()
+    store(home)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise shutil.Error([("a", "b", "Permission denied")])
+
+    monkeypatch.setattr(sessions.shutil, "copytree", refuse)
+    sessions.collect("claude", home, scratch)
+    assert sessions.keep(scratch, tmp_path / "kept") is None

@@ -9,15 +9,16 @@ open() per file. The folders the working tree changed are read from disk.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Set
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from typing import IO, Any
 
 import fastjsonschema
 import orjson
 
-from . import exchanges, repo, schemas
+from . import exchanges, files, repo, schemas
 from .findings import Findings
 from .layout import Layout
 from .ledger import digest
@@ -29,6 +30,7 @@ _HEADER = "%(objecttype) %(objectsize) %(rest)"
 
 class ExchangeAudit:
     def __init__(self, layout: Layout, task_id: str, git: repo.Repo, found: Findings) -> None:
+        self.root = layout.root
         self.folder = layout.exchanges(task_id)
         self.rel = self.folder.relative_to(layout.root).as_posix()
         self.git, self.add = git, found.add
@@ -102,14 +104,33 @@ class ExchangeAudit:
             self.exchange(current, meta, hashes)
 
     def on_disk(self, names: Set[str]) -> None:
-        for name in sorted(names):
-            path = self.folder / name
-            if path.is_dir():
-                meta = path / exchanges.META
-                data = meta.read_bytes() if meta.is_file() else None
-                self.exchange(name, data, exchanges.file_hashes(path))
-            elif path.exists():
+        """The named folders as the working tree has them, read from the repository's root
+        down without following a symlink at any component."""
+        found: dict[str, dict[str, bytes | str]] = {}
+        for name in names:
+            with suppress(OSError):
+                if stat.S_ISDIR((self.folder / name).lstat().st_mode):
+                    found[name] = {}  # an empty folder is an exchange without its meta.json
+        cut = len(self.rel) + 1
+        for path, data in files.walk(self.root, self.rel):
+            name, _, inner = path[cut:].partition("/")
+            if len(path) < cut:
+                why = data if isinstance(data, str) else "a file"
+                self.add("exchange", None, f"{path} is {why}, not a plain folder: not read")
+                return
+            if name in names:
+                found.setdefault(name, {})[inner] = data
+        for name, contents in sorted(found.items()):
+            if "" in contents:  # a file, a symlink, a FIFO where a folder should be
                 self.add("exchange", None, f"{self.rel}/{name} is not an exchange folder")
+                continue
+            meta = contents.get(exchanges.META)
+            covered = {
+                inner: digest(data) if isinstance(data, bytes) else data
+                for inner, data in contents.items()
+                if inner != exchanges.META and inner.partition("/")[0] != exchanges.VERIFY
+            }
+            self.exchange(name, meta if isinstance(meta, bytes) else None, covered)
 
     def exchange(self, name: str, meta: bytes | None, hashes: dict[str, str]) -> None:
         """One exchange folder against the call the log made."""

@@ -93,7 +93,8 @@ def load(path: Path, raw: bytes | None = None) -> Config:
     """Read the config (or `raw`, its bytes as already read); a missing file means all
     defaults."""
     if raw is None:
-        raw = files.read_regular(path, "ai/harness.toml")
+        # <root>/ai/harness.toml: no symlink below the repository's root is followed
+        raw = files.read_regular(path, "ai/harness.toml", path.parents[1])
     data: dict[str, Any] = {}
     if raw is not None:
         try:

@@ -72,7 +72,7 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
     ledger = Ledger(layout, task_id)
     final = layout.draft_exchange(task_id, call.call_id)
     # The same goal asked at the same HEAD and instant is the same call: its record answers.
-    recorded = exchanges.load(final)
+    recorded = exchanges.load(final, layout.root)
     if recorded is None:
         scratch = layout.state / "drafts" / task_id
         contain = Containment(layout, cfg)

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from . import __version__, files, schemas
+from . import __version__, files, metrics, schemas
 from .envelope import Call
 from .errors import InvalidInput
 from .ledger import Ledger, digest
@@ -69,7 +69,7 @@ def commit(
     outcome_record = {"status": outcome.status}
     if outcome.kind is not None:
         outcome_record |= {"kind": outcome.kind, "message": outcome.message or ""}
-    found = _contents(staging)
+    found = _contents(staging, staging.parent)  # harness's own scratch
     meta = {
         **meta,
         "call_id": call.call_id,
@@ -92,10 +92,11 @@ def commit(
     return Exchange(final, meta, {n: d for n, d in found.items() if isinstance(d, bytes)})
 
 
-def load(folder: Path) -> Exchange | None:
-    """The recorded exchange, or None when there is none; a damaged one is an error."""
+def load(folder: Path, root: Path) -> Exchange | None:
+    """The recorded exchange in `folder` below `root` (the repository), or None when there is
+    none; a damaged one, or one reached through a symlink, is an error."""
     label = f"exchange {folder.name}"
-    data = files.read_regular(folder / META, f"{label}/meta.json")
+    data = files.read_regular(folder / META, f"{label}/meta.json", root)
     if data is None:
         return None
     try:
@@ -103,25 +104,38 @@ def load(folder: Path) -> Exchange | None:
     except orjson.JSONDecodeError:
         raise InvalidInput(f"{label}: meta.json is not JSON") from None
     schemas.validate("exchange-meta", meta, f"{label}/meta.json")
-    found = _contents(folder)
+    found = _contents(folder, root)
     if meta["call_id"] != folder.name or meta["files"] != _hashes(found):
         raise InvalidInput(f"{label}: files do not match meta.json")
     return Exchange(folder, meta, {n: d for n, d in found.items() if isinstance(d, bytes)})
 
 
-def file_hashes(folder: Path) -> dict[str, str]:
-    """sha256 of every file meta.json covers: all but meta.json itself and verify/ (for
-    anything but a regular file, why it is not one)."""
-    return _hashes(_contents(folder))
+def _everything(folder: Path, root: Path) -> dict[str, bytes | str]:
+    """Every file of the folder by path inside it: bytes, or why not a regular file. Read
+    from `root` down without following a symlink at any component: a record committed by
+    someone else must not pull in files from outside it."""
+    rel = folder.relative_to(root).as_posix()
+    cut = len(rel) + 1
+    return {path[cut:]: found for path, found in files.walk(root, rel)}
 
 
-def _contents(folder: Path) -> dict[str, bytes | str]:
+def _contents(folder: Path, root: Path) -> dict[str, bytes | str]:
     """The files meta.json covers, by path inside the folder: bytes, or why not a file."""
-    cut = len(folder.name) + 1
     return {
-        path[cut:]: found
-        for path, found in files.walk(folder.parent, folder.name)
-        if path[cut:] != META and path[cut:].partition("/")[0] != VERIFY
+        name: found
+        for name, found in _everything(folder, root).items()
+        if name != META and name.partition("/")[0] != VERIFY
+    }
+
+
+def evidence(folder: Path, root: Path) -> dict[str, bytes]:
+    """The verification evidence added after sealing (verify/<name>.json), regular files
+    only, by name."""
+    cut = len(VERIFY) + 1
+    return {
+        name[cut:]: found
+        for name, found in _everything(folder, root).items()
+        if name.startswith(f"{VERIFY}/") and isinstance(found, bytes)
     }
 
 
@@ -148,22 +162,18 @@ def session_id(stdout: bytes) -> str | None:
 
 def reported(stdout: bytes) -> tuple[float | None, int | None]:
     """The cost (USD) and tokens an answer line reports in result.metrics, each None when
-    it reports none (or is no answer at all)."""
-    metrics = _metrics(stdout)
-    if metrics is None:
-        return None, None
-    cost, tokens = metrics.get("cost_usd"), metrics.get("tokens")
-    if isinstance(cost, bool) or not isinstance(cost, int | float):
-        cost = None
-    if isinstance(tokens, bool) or not isinstance(tokens, int):
-        tokens = None
-    return (None if cost is None else float(cost)), tokens
+    it reports none within an answer's bounds (the record may be anyone's; see metrics), or
+    is no answer at all."""
+    found = metrics.figures(_metrics(stdout))
+    tokens = found.get("tokens")
+    return found.get("cost_usd"), (None if tokens is None else int(tokens))
 
 
-def total_cost(folder: Path) -> float:
+def total_cost(folder: Path, root: Path) -> float:
     """The cost the task's agents reported (metrics.cost_usd), over every recorded call."""
     total = 0.0
-    for stdout in sorted(folder.glob("*/stdout.ndjson")):
-        cost, _ = reported(files.read_untrusted(stdout, -1) or b"")
-        total += cost or 0.0
+    for name, found in _everything(folder, root).items():
+        if name.count("/") == 1 and name.endswith("/stdout.ndjson") and isinstance(found, bytes):
+            cost, _ = reported(found)
+            total += cost or 0.0
     return total

@@ -32,7 +32,7 @@ def load_json(path: Path, schema: str, root: Path | None = None, raw: bytes | No
     InvalidInput line naming the file."""
     label = _label(path, root)
     if raw is None:
-        raw = read_regular(path, label)
+        raw = read_regular(path, label, root)
     if raw is None:
         raise InvalidInput(f"{label}: file not found")
     try:
@@ -43,12 +43,15 @@ def load_json(path: Path, schema: str, root: Path | None = None, raw: bytes | No
     return parsed
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write through a temporary file and rename, so readers never see half a file.
+def atomic_write(path: Path, data: bytes, root: Path | None = None) -> None:
+    """Write through a temporary file and rename, so readers never see half a file; with
+    `root`, only into plain folders below it (see check_folders).
 
     The file gets the mode a plain open() would give it (0666 less the umask), not
     mkstemp's 0600: a report or a plan is for others to read too.
     """
+    if root is not None:
+        check_folders(root, path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -169,7 +172,64 @@ def _open_dir(name: str, dir_fd: int) -> int | str:
     try:
         return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
     except OSError as exc:
+        if exc.errno == errno.ENOTDIR and _is_link(name, dir_fd):
+            return "a symlink"  # O_DIRECTORY answers ENOTDIR before O_NOFOLLOW's ELOOP
         return _why(exc)
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    with suppress(OSError):
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    return False
+
+
+def _open_inside(root: Path, rel: str) -> int | str:
+    """A descriptor on the regular file `rel` below `root`, or why there is none.
+
+    Every folder on the way is opened through its parent's descriptor with O_NOFOLLOW, so a
+    committed symlink at any component (ai/exchanges -> /elsewhere) is refused, not followed,
+    however the tree is swapped meanwhile; the reason names that component.
+    """
+    parts = rel.split("/")
+    if not rel or ".." in parts:
+        return "outside the repository"
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for depth, name in enumerate(parts[:-1]):
+            inner = _open_dir(name, fd)
+            if isinstance(inner, str):
+                return inner if inner == MISSING else f"{'/'.join(parts[: depth + 1])} is {inner}"
+            os.close(fd)
+            fd = inner
+        return _open_regular(parts[-1], fd)
+    finally:
+        os.close(fd)
+
+
+def check_folders(root: Path, path: Path) -> None:
+    """Refuse, in one line, to write `path` (below `root`) unless every folder on the way
+    that exists is a plain folder: a committed symlink or file in a folder's place must not
+    send harness's writes out of the repository. Missing folders are fine: harness makes
+    them, and nothing but harness writes there meanwhile."""
+    try:
+        parts = path.relative_to(root).parts[:-1]
+    except ValueError:
+        raise InvalidInput(f"{path}: outside the repository") from None
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for depth, name in enumerate(parts):
+            inner = _open_dir(name, fd)
+            if inner == MISSING:
+                return
+            if isinstance(inner, str):
+                where = "/".join(parts[: depth + 1])
+                raise InvalidInput(
+                    f"{where}: {inner}: harness writes only into plain folders of the repository"
+                )
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
 
 
 def _why(exc: OSError) -> str:
@@ -182,11 +242,23 @@ def _read(fd: int, limit: int = -1) -> bytes:
         return fh.read(limit)
 
 
-def open_regular(path: Path, label: str) -> BinaryIO | None:
+# The most harness reads whole of one file it did not write itself: a plan, a config, an
+# exchange's file. Far above anything harness writes; far below what would exhaust memory.
+READ_LIMIT = 64 << 20
+
+
+def open_regular(path: Path, label: str, root: Path | None = None) -> BinaryIO | None:
     """A harness file opened for reading, or None when there is none; anything else there (a
     symlink, a FIFO, a folder) is refused with one line naming `label`, never followed or
-    opened."""
-    found = _open_regular(path)
+    opened. With `root`, `path` must lie below it with no symlink at any component."""
+    if root is None:
+        found = _open_regular(path)
+    else:
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            rel = ""
+        found = _open_inside(root, rel)
     if found == MISSING:
         return None
     if isinstance(found, str):
@@ -194,13 +266,24 @@ def open_regular(path: Path, label: str) -> BinaryIO | None:
     return os.fdopen(found, "rb")
 
 
-def read_regular(path: Path, label: str) -> bytes | None:
-    """A harness file's bytes, or None when there is none (see open_regular)."""
-    found = open_regular(path, label)
+def read_regular(
+    path: Path, label: str, root: Path | None = None, limit: int = READ_LIMIT
+) -> bytes | None:
+    """A harness file's bytes, or None when there is none (see open_regular); one larger
+    than `limit` is refused rather than read."""
+    found = open_regular(path, label, root)
     if found is None:
         return None
     with found as fh:
-        return fh.read()
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InvalidInput(f"{label}: larger than {limit} bytes")
+    return data
+
+
+def read_inside(root: Path, rel: str, limit: int, label: str) -> bytes | None:
+    """The bytes of `rel` below `root` (see open_regular with a root), at most `limit`."""
+    return read_regular(root / rel, label, root, limit)
 
 
 def read_untrusted(path: Path, limit: int) -> bytes | None:
@@ -246,7 +329,8 @@ def _walk(parent: int, name: str, rel: str) -> Iterator[tuple[str, bytes | str]]
     if isinstance(found, str):
         yield rel, found
     elif not is_dir:
-        yield rel, _read(found)
+        data = _read(found, READ_LIMIT + 1)
+        yield rel, data if len(data) <= READ_LIMIT else f"larger than {READ_LIMIT} bytes"
     else:
         try:
             for child in sorted(os.listdir(found)):

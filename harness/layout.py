@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from . import files
 from .repo import common_dir
 
 
@@ -65,6 +66,13 @@ class Layout:
     def ledger(self, task_id: str) -> Path:
         """What harness wrote or read under ai/ for the task's next record commit."""
         return self.state / "tasks" / task_id / "ledger.ndjson"
+
+    def check_writable(self, task_id: str) -> None:
+        """Refuse (one line) a task whose record harness could only write through a
+        committed symlink or a file in a folder's place, before anything is written."""
+        for path in (self.config, self.registry, self.tokens, self.log(task_id)):
+            files.check_folders(self.root, path)
+        files.check_folders(self.root, self.exchange(task_id, "call"))
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()

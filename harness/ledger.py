@@ -84,6 +84,8 @@ class Ledger:
     def note(self, found: Mapping[Path, str | None]) -> None:
         """Enter each path's sha256 (None: harness removed it), durably, in this order."""
         lines = b""
+        for path in found:
+            files.check_folders(self.layout.root, path)  # before anything is written there
         for path, sha in found.items():
             rel = self.layout.rel(path)
             enter(self.entries, rel, sha)
@@ -98,7 +100,7 @@ class Ledger:
     def read(self, path: Path) -> bytes | None:
         """A file harness reads and the record carries: its bytes, read once as a regular
         file and entered, for the caller to parse; None when there is none."""
-        data = files.read_regular(path, self.layout.rel(path))
+        data = files.read_regular(path, self.layout.rel(path), self.layout.root)
         if data is not None and self.noted(path) != digest(data):
             self.note({path: digest(data)})
         return data

@@ -147,6 +147,7 @@ class Task:
         if over:
             raise InvalidInput(f"{layout.rel(plan_path)}: {over[0]}")
         # Refuse what a step would trip over later, before it writes anything.
+        layout.check_writable(task_id)
         head = task.git.head()
         task.git.branch()
         task.token_store()
@@ -772,7 +773,9 @@ class Subtask:
         """The flight's call, ready to run in the scratch `folder`; None when its exchange
         holds the answer already (flight.recorded)."""
         task, agent, call = self.task, flight.agent, flight.call
-        flight.recorded = exchanges.load(task.layout.exchange(task.task_id, call.call_id))
+        flight.recorded = exchanges.load(
+            task.layout.exchange(task.task_id, call.call_id), task.layout.root
+        )
         if flight.recorded is not None:
             return None
         if task.recording is not None:
@@ -972,7 +975,9 @@ class Subtask:
         found: dict[str, Any] = {"keep": True}
         retried = self.retried_call(att)
         if retried is not None:
-            exchange = exchanges.load(self.task.layout.exchange(self.task.task_id, retried))
+            exchange = exchanges.load(
+                self.task.layout.exchange(self.task.task_id, retried), self.task.layout.root
+            )
             named = exchanges.session_id(exchange.stdout) if exchange is not None else None
             if named is not None:
                 found["resume"] = named
@@ -1016,7 +1021,9 @@ class Subtask:
             call_id = completed[dep].call_id if dep in completed else None
             if call_id is None:  # failed under "continue", or ran a plan: no answer to see
                 continue
-            exchange = exchanges.load(self.task.layout.exchange(self.task.task_id, call_id))
+            exchange = exchanges.load(
+                self.task.layout.exchange(self.task.task_id, call_id), self.task.layout.root
+            )
             if exchange is None:
                 raise InvalidInput(f"the exchange of {dep} ({call_id[:12]}) is missing")
             for name, text in exchange.artifacts().items():

@@ -51,6 +51,7 @@ class Log:
         self._sha = hashlib.sha256()
         self._before_last = self._sha.hexdigest()
         self._label = f"ai/tasks/{task_id}/progress.ndjson"
+        self.root = path.parents[3]  # <root>/ai/tasks/<task>/progress.ndjson
         self._read()
 
     @property
@@ -59,7 +60,7 @@ class Log:
         return self._sha.hexdigest()
 
     def _read(self) -> None:
-        found = files.open_regular(self.path, self._label)
+        found = files.open_regular(self.path, self._label, self.root)
         if found is None:
             return
         with found as fh:
@@ -169,6 +170,7 @@ class Log:
         """Add to the file harness read and nothing else: not through a symlink, not to a
         FIFO, not to a log something else grew or cut meanwhile (whatever was changed, the
         record holds harness's own log: see Log.data)."""
+        files.check_folders(self.root, self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
         try:

@@ -363,7 +363,9 @@ class Inputs:
             if at is not None:
                 self.commits.append((at, sha))
         self.commits.sort()
-        self.now = {rel: files.read_regular(layout.root / rel, rel) for rel in self.all}
+        self.now = {
+            rel: files.read_regular(layout.root / rel, rel, layout.root) for rel in self.all
+        }
 
     @property
     def all(self) -> list[str]:

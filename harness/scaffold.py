@@ -23,6 +23,8 @@ def init(layout: Layout, gemini: bool) -> list[str]:
     wanted += [
         (layout.ai / "agents" / "bin" / f"{name}-cli", launcher(name).encode()) for name in shims
     ]
+    for path, _ in wanted:
+        files.check_folders(layout.root, path)  # all refused before any is written
     made = []
     for path, data in wanted:
         if not path.exists():

@@ -38,7 +38,7 @@ def status(layout: Layout, task_id: str, clock: Clock) -> dict[str, Any]:
         "blocked": block and {"step": block.get("step"), "error": block.get("error")},
         "subtasks": rows,
         "complete": model.completed is not None,
-        "cost_usd": round(exchanges.total_cost(layout.exchanges(task_id)), 6),
+        "cost_usd": round(exchanges.total_cost(layout.exchanges(task_id), layout.root), 6),
         "uncontained_events": model.uncontained,
         # Use against each budget the task has; parallelism and runtime are a run's own.
         "budgets": {

@@ -103,7 +103,7 @@ def _save(
 
 def _raw(path: Path, root: Path, raw: bytes | None = None) -> dict[str, Any]:
     if raw is None:
-        raw = files.read_regular(path, "ai/agents/write_tokens.json")
+        raw = files.read_regular(path, "ai/agents/write_tokens.json", root)
     if raw is None:
         return {"tokens": []}
     data: dict[str, Any] = files.load_json(path, "write-tokens", root, raw)

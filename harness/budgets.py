@@ -6,6 +6,8 @@ log's subagent_invoked lines (and supervisors' supervisor_invoked); cost and tok
 each answer reported (metrics.cost_usd, metrics.tokens), or, for a CLI that reports tokens
 only, its tokens times the agent's price in [prices] (USD per million tokens). A cost
 neither reported nor priced is unknown, and a cost budget then says so rather than guess.
+A figure out of an answer's bounds (negative, non-finite, absurd: see metrics) counts as
+unknown too, and so does a priced cost out of them: what is summed is never a credit.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import exchanges
+from . import exchanges, metrics
 from .config import Config
 from .layout import Layout
 from .plan import Plan, Subtask
@@ -75,7 +77,8 @@ class Spent:
             return
         cost, tokens = exchanges.reported(exchange.stdout)
         if cost is None and tokens is not None and call.agent in self.prices:
-            cost = tokens * self.prices[call.agent] / 1_000_000
+            # A price of inf or nan (TOML has both) must not make an unknown cost a number.
+            cost = metrics.figure("cost_usd", tokens * self.prices[call.agent] / 1_000_000)
         call.answered, call.cost, call.tokens = True, cost, tokens
 
     def of(self, step: str | None) -> list[tuple[str, Call]]:
@@ -125,7 +128,7 @@ def spent(
         call_id = str(details.get("call_id"))
         found.invoked(call_id, step or str(ev.get("step")), str(details.get("subagent")))
         if metered:
-            found.answered(call_id, exchanges.load(layout.exchange(task_id, call_id)))
+            found.answered(call_id, exchanges.load(layout.exchange(task_id, call_id), layout.root))
     return found
 
 

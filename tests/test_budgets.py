@@ -180,7 +180,7 @@ def test_a_plan_may_only_lower_the_config_budget(
 
 
 def config_of(**limits: float) -> Config:
-    return replace(load(Path("/nonexistent")), limits=limits)
+    return replace(load(Path("/nonexistent"), b""), limits=limits)
 
 
 def test_limits_take_the_lower_of_config_and_plan() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from harness import __version__, policy
+from harness import __version__, metrics, policy
 from harness.workers import shim
 
 # The final answer the model must give; --json-schema makes the CLI validate it and hand it
@@ -252,7 +252,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
         risks = list(answer.get("risks") or [])
         risks += [f"permission denied: {_tool_name(d)}" for d in denials]
         answer["risks"] = risks
-    answer["metrics"] = {**dict(answer.get("metrics") or {}), **_metrics(final)}
+    answer["metrics"] = metrics.measured(answer.get("metrics"), _metrics(final))
     answer["prompt"] = prompt
     return answer
 
@@ -429,9 +429,9 @@ def _metrics(final: dict[str, Any]) -> dict[str, Any]:
     usage = final.get("usage")
     if isinstance(usage, dict):
         # Tokens read from and written to the prompt cache are read too, and billed.
-        counts = [usage.get(k) for k in TOKEN_FIELDS]
-        if any(isinstance(c, int) for c in counts):
-            found["tokens"] = sum(c for c in counts if isinstance(c, int))
+        tokens = metrics.total(usage.get(k) for k in TOKEN_FIELDS)
+        if tokens is not None:
+            found["tokens"] = tokens
     return found
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from harness import __version__
+from harness import __version__, metrics
 from harness.workers import shim
 
 # --output-schema is strict: every property required, additionalProperties false, and no
@@ -257,7 +257,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     finally:
         shutil.rmtree(side, ignore_errors=True)
     answer = answer_of(text)
-    answer["metrics"] = {**answer.get("metrics", {}), **_metrics(events)}
+    answer["metrics"] = metrics.measured(answer.get("metrics"), _metrics(events))
     answer["prompt"] = prompt
     return answer
 
@@ -434,17 +434,14 @@ def _metrics(events: list[dict[str, Any]]) -> dict[str, Any]:
         if event.get("type") == "thread.started" and event.get("thread_id") is not None:
             found["session_id"] = str(event["thread_id"])
     # One turn per exec call as a rule, but sum in case codex ever reports several.
-    total = 0
-    seen = False
-    for event in events:
-        usage = event.get("usage")
-        if event.get("type") == "turn.completed" and isinstance(usage, dict):
-            for key in ("input_tokens", "output_tokens"):
-                if isinstance(usage.get(key), int):
-                    total += usage[key]
-                    seen = True
-    if seen:
-        found["tokens"] = total
+    tokens = metrics.total(
+        usage.get(key)
+        for event in events
+        if event.get("type") == "turn.completed" and isinstance(usage := event.get("usage"), dict)
+        for key in ("input_tokens", "output_tokens")
+    )
+    if tokens is not None:
+        found["tokens"] = tokens
     return found
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from harness import __version__
+from harness import __version__, metrics
 from harness.workers import shim
 
 NUDGE = "Carry out the task above and finish with the JSON object it asks for."
@@ -208,9 +208,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     if found is None:
         raise shim.ShimError("gemini's response holds no JSON object")
     answer = shim.structured(found)
-    if not isinstance(answer.get("metrics", {}), dict):
-        answer.pop("metrics")  # a model's stray list here would fail the whole answer
-    answer["metrics"] = {**answer.get("metrics", {}), **_metrics(doc)}
+    answer["metrics"] = metrics.measured(answer.get("metrics"), _metrics(doc))
     answer["prompt"] = prompt
     return answer
 
@@ -340,9 +338,9 @@ def _metrics(doc: dict[str, Any]) -> dict[str, Any]:
     if isinstance(stats, dict):
         # The result's totals over every model it asked (its router's side call included):
         # tokens read and written, comparable to the other shims' input + output.
-        counts = [stats.get(k) for k in ("input_tokens", "output_tokens")]
-        if any(isinstance(c, int) and not isinstance(c, bool) for c in counts):
-            found["tokens"] = sum(c for c in counts if isinstance(c, int))
+        tokens = metrics.total(stats.get(k) for k in ("input_tokens", "output_tokens"))
+        if tokens is not None:
+            found["tokens"] = tokens
     return found
 
 

@@ -399,8 +399,10 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     layout, task_id = _task(args)
-    done = replay.replay(layout, task_id, args.verify)
-    checks = "checks re-run" if done.verified else "checks from the record"
+    done = replay.replay(layout, task_id, args.verify, trusted=args.trust_config)
+    checks = "checks re-run in the sandbox" if done.verified else "checks from the record"
+    if done.loosened:
+        checks = f"checks re-run as the record's config says: {', '.join(done.loosened)}"
     print(
         f"replay {task_id}: {done.events} events and {len(done.commits)} commits reproduced "
         f"from base {done.base[:12]} ({checks})"
@@ -590,6 +592,12 @@ def _parser() -> argparse.ArgumentParser:
 
     p = on_task("replay", cmd_replay, "re-run a task from its record; name the first divergence")
     p.add_argument("--verify", action="store_true", help="also re-run builds, tests, acceptance")
+    p.add_argument(
+        "--trust-config",
+        action="store_true",
+        help="re-run checks with the recorded [sandbox] and network, even uncontained "
+        "(default: always in the sandbox, no network): only for a record you trust",
+    )
 
     p = on_task("report", cmd_report, "one self-contained HTML page of a task's record and audit")
     p.add_argument("-o", "--output", help="write the page here (default: stdout)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,17 @@ class Config:
     @property
     def contained(self) -> bool:
         return self.sandbox != "off"
+
+    def boxed(self) -> Config:
+        """This config with the boundary on whatever it says: the sandbox, and no network
+        for checks. A record's config may be anyone's (a pull request's), and what its
+        checks run is theirs too (docs/trusting-a-record.md)."""
+        return replace(self, sandbox="bwrap", verify=replace(self.verify, isolate_network=True))
+
+    def loosened(self) -> list[str]:
+        """How this config opens the boundary, in words: [] when it does not."""
+        found = [] if self.contained else ["sandbox off"]
+        return found + ([] if self.verify.isolate_network else ["network for checks"])
 
 
 def load(path: Path, raw: bytes | None = None) -> Config:

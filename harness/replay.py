@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -151,6 +151,10 @@ class Recording:
     verify: bool
     source: Layout  # the repository replayed, whose nested tasks are replayed in turn
     replayed: dict[str, Result]  # nested task -> its replay, made once per command
+    # The operator's word (--trust-config) that the record's [sandbox] and network for
+    # checks hold; otherwise checks re-run inside the boundary whatever the record says.
+    trusted: bool = False
+    loosened: set[str] = field(default_factory=set)  # how trusted configs opened it
 
     def checks(self, step: str) -> RecordedChecks | None:
         return None if self.verify else RecordedChecks(self.log, step)
@@ -268,7 +272,9 @@ class Recording:
         assert sub.plan is not None
         if sub.plan not in self.replayed:
             try:
-                self.replayed[sub.plan] = replay(self.source, sub.plan, self.verify, self.replayed)
+                self.replayed[sub.plan] = replay(
+                    self.source, sub.plan, self.verify, self.replayed, self.trusted
+                )
             except Halted as halt:
                 raise Diverged(at, f"task {sub.plan} replayed", str(halt)) from None
         rebuilt = set(self.replayed[sub.plan].commits)
@@ -305,14 +311,20 @@ class Result:
     events: int
     commits: list[str]  # every subtask commit rebuilt: the task's, then its nested tasks'
     verified: bool
+    loosened: list[str] = field(default_factory=list)  # how trusted configs opened the boundary
 
 
 def replay(
-    layout: Layout, task_id: str, verify: bool, replayed: dict[str, Result] | None = None
+    layout: Layout,
+    task_id: str,
+    verify: bool,
+    replayed: dict[str, Result] | None = None,
+    trusted: bool = False,
 ) -> Result:
     """Replay the task recorded in `layout` in a scratch clone; Diverged names the first
     difference. The tasks it runs as nested plans are replayed too (`replayed`: those
-    replayed already in this command)."""
+    replayed already in this command). Checks re-run (`verify`) inside the boundary unless
+    the operator `trusted` the recorded config."""
     replayed = {} if replayed is None else replayed
     recorded, last_line = _recorded(layout, task_id)
     invoked = [e for e in recorded if e["event"] in ("subagent_invoked", "plan_started")]
@@ -328,7 +340,8 @@ def replay(
         scratch = Layout(root)
         _seed(layout, scratch, task_id)
         log = ReplayLog(scratch.log(task_id), task_id, recorded)
-        _run(scratch, task_id, log, inputs, Recording(log, verify, layout, replayed))
+        recording = Recording(log, verify, layout, replayed, trusted)
+        _run(scratch, task_id, log, inputs, recording)
         if len(log.events) < len(recorded):
             index = len(log.events)
             raise Diverged(index, describe(recorded[index]), "the replay stopped there")
@@ -337,7 +350,8 @@ def replay(
     ]
     commits += [sha for nested in replayed.values() for sha in nested.commits]
     commits = list(dict.fromkeys(commits))  # a task nested twice was replayed once
-    return Result(task_id, base, len(recorded), commits, verify)
+    loosened = recording.loosened.union(*(r.loosened for r in replayed.values()))
+    return Result(task_id, base, len(recorded), commits, verify, sorted(loosened))
 
 
 class Inputs:
@@ -445,6 +459,10 @@ def _run(
                 inputs.seed(scratch, wanted, len(log.events))
                 task = orchestrator.Task.load(scratch, task_id, log.clock, log=log)
                 task.recording = recording
+                if recording.verify and recording.trusted:
+                    recording.loosened.update(task.config.loosened())
+                elif recording.verify:
+                    task.config = task.config.boxed()
                 loaded = wanted
             if not _step(task, log):
                 return
@@ -522,10 +540,16 @@ def _scratch(source: Path, base: str) -> Iterator[Path]:
 
 
 def _seed(source: Layout, scratch: Layout, task_id: str) -> None:
-    """Every recorded exchange, and no log or checklist: the replay writes its own."""
-    if source.exchanges(task_id).is_dir():
-        shutil.rmtree(scratch.exchanges(task_id), ignore_errors=True)
-        shutil.copytree(source.exchanges(task_id), scratch.exchanges(task_id), symlinks=True)
+    """Every recorded exchange, and no log or checklist: the replay writes its own. Only
+    regular files are copied, each reached without following a symlink: anything else in
+    the record (a link out of the repository, say) stops the replay."""
+    shutil.rmtree(scratch.exchanges(task_id), ignore_errors=True)
+    for rel, found in files.walk(source.root, source.rel(source.exchanges(task_id))):
+        if isinstance(found, str):
+            raise InvalidInput(f"{rel}: {found}: a record holds only regular files")
+        target = scratch.root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(found)
     log = scratch.log(task_id)
     log.unlink(missing_ok=True)
     scratch.checklist(task_id).unlink(missing_ok=True)

@@ -7,6 +7,7 @@ CI would: from the files and history of that repository, touching none of it.
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def test_stepped_run_is_reproduced_commit_for_commit(ran: Sample) -> None:
 def test_verify_reruns_the_checks_and_still_reproduces(ran: Sample) -> None:
     done = replay(ran, "--verify")
     assert done.returncode == 0, done.stderr
-    assert "checks re-run" in done.stdout
+    assert "checks re-run in the sandbox" in done.stdout
 
 
 def test_retry_block_human_fix_and_resume_are_replayed(sample: Sample) -> None:
@@ -179,9 +180,62 @@ def test_a_damaged_exchange_stops_the_replay(ran: Sample) -> None:
     assert "files do not match meta.json" in done.stderr
 
 
+def set_test(sample: Sample, command: str, *verify: str) -> None:
+    """The sample's [verify] test command, and more lines of [verify]."""
+    config = sample.root / "ai/harness.toml"
+    lines = []
+    for ln in config.read_text().splitlines():
+        lines += (
+            [f"test = {orjson.dumps(command).decode()}", *verify]
+            if ln.startswith("test = ")
+            else [ln]
+        )
+    config.write_text("\n".join(lines) + "\n")
+
+
+def test_verify_runs_an_uncontained_records_checks_in_the_sandbox(
+    sample: Sample, tmp_path: Path
+) -> None:
+    """A pull request records [sandbox] mode = "off" and a test that writes on the machine:
+    replay --verify runs it in the sandbox, where the machine's files are not; only the
+    operator's --trust-config runs it as recorded, and the output says so."""
+    target = tmp_path / "outside" / "x"
+    target.parent.mkdir()
+    sample.uncontain()
+    set_test(sample, f"touch {target}")
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    assert sample.cli("run", "demo").returncode == 0
+    target.unlink()  # the recorded run wrote it, uncontained: the record says so
+    done = replay(sample, "--verify")
+    assert done.returncode == 1 and "found test_failed" in done.stderr
+    assert not target.exists()
+    trusted = replay(sample, "--verify", "--trust-config")
+    assert trusted.returncode == 0, trusted.stderr
+    assert "checks re-run as the record's config says: sandbox off" in trusted.stdout
+    assert target.exists()
+
+
+def test_verify_gives_checks_no_network_whatever_the_record_says(sample: Sample) -> None:
+    """A record that gave its checks the network (isolate_network = false) cannot reach the
+    machine's services under replay --verify; its twin, trusted, reaches them."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        reach = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 5)\""
+        set_test(sample, reach, "isolate_network = false")
+        sample.write_plan([subtask("T1")])
+        sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+        assert sample.cli("run", "demo").returncode == 0
+        done = replay(sample, "--verify")
+        assert done.returncode == 1 and "found test_failed" in done.stderr
+        trusted = replay(sample, "--verify", "--trust-config")
+        assert trusted.returncode == 0, trusted.stderr
+        assert "as the record's config says: network for checks" in trusted.stdout
+
+
 def test_verify_diverges_when_the_tests_now_fail(sample: Sample, tmp_path: Path) -> None:
-    """Checks re-run with the recorded config: here a test that passed because of a file on
-    the machine (the sandbox off, so it can see it), gone when the replay verifies."""
+    """Checks re-run: here a test that passed because of a file on the machine (the sandbox
+    off, so it could see it) fails, the file being out of the sandbox's sight."""
     marker = tmp_path / "present"
     marker.write_text("")
     sample.uncontain()

@@ -238,7 +238,7 @@ class _Audit:
         add, index = self.add, -1
         anchored: set[str] = set()
         with found as fh:
-            for line in progress.read(fh, self.task_id, model):
+            for line in progress.read(files.lines(fh), self.task_id, model):
                 index = line.index
                 if line.digest in heads:
                     anchored.add(line.digest)

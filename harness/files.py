@@ -281,6 +281,22 @@ def read_regular(
     return data
 
 
+# The longest line harness reads of a log; harness writes none near it.
+LINE_LIMIT = 4 << 20
+
+
+def lines(fh: BinaryIO, limit: int = LINE_LIMIT) -> Iterator[bytes]:
+    """The file's lines as iterating it gives them, but none longer than `limit`: a longer
+    one is cut there (so it reads as a broken line) and the rest of it skipped, never held."""
+    while line := fh.readline(limit + 1):
+        if len(line) > limit:
+            end = line
+            while not end.endswith(b"\n") and (end := fh.readline(limit)):
+                pass  # the rest of the line, read a piece at a time and dropped
+            line = line[:limit]
+        yield line
+
+
 def read_inside(root: Path, rel: str, limit: int, label: str) -> bytes | None:
     """The bytes of `rel` below `root` (see open_regular with a root), at most `limit`."""
     return read_regular(root / rel, label, root, limit)

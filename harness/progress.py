@@ -64,7 +64,7 @@ class Log:
         if found is None:
             return
         with found as fh:
-            for line in read(fh, self.task_id, self.model, self._label):
+            for line in read(files.lines(fh), self.task_id, self.model, self._label):
                 assert line.event is not None, "a strict read yields only sound lines"
                 self.events.append(line.event)
                 self.head = line.digest

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from . import __version__, clock, exchanges, files, progress, protocol
+from . import __version__, clock, exchanges, files, metrics, progress, protocol
 from . import plan as plan_mod
 from .audit import Report as Audit
 from .audit import audit
@@ -95,11 +95,11 @@ def render(layout: Layout, task_id: str) -> bytes:
 
 def _events(layout: Layout, task_id: str) -> list[Event]:
     """The log's well-formed events; the rest are the audit's business, not the page's."""
-    found = files.open_regular(layout.log(task_id), layout.rel(layout.log(task_id)))
+    found = files.open_regular(layout.log(task_id), layout.rel(layout.log(task_id)), layout.root)
     if found is None:
         return []
     with found as fh:
-        lines = progress.read(fh, task_id)
+        lines = progress.read(files.lines(fh), task_id)
         return [ln.event for ln in lines if ln.event is not None and _instant(ln.event["ts"])]
 
 
@@ -121,36 +121,24 @@ def _call_id(events: Sequence[Event]) -> str | None:
     return found if isinstance(found, str) and _CALL_ID.match(found) else None
 
 
-def _regular(paths: Iterable[Path]) -> list[Path]:
-    """Files only, never through a symlink: a forged record must not pull in other files."""
-    return sorted(p for p in paths if p.is_file() and not p.is_symlink())
-
-
-def _result(folder: Path) -> dict[str, Any]:
-    """The `result` of the worker's answer line, or {} when there is none to read."""
-    stdout = folder / "stdout.ndjson"
-    if stdout not in _regular([stdout]):
-        return {}
+def _result(folder: Path, root: Path) -> dict[str, Any]:
+    """The `result` of the worker's answer line, or {} when there is none to read (a forged
+    record's symlink or FIFO in its place is not read)."""
     try:
-        answer = orjson.loads(stdout.read_bytes())
-    except orjson.JSONDecodeError:
+        data = files.read_regular(folder / "stdout.ndjson", "stdout.ndjson", root)
+        answer = orjson.loads(data or b"")
+    except (InvalidInput, orjson.JSONDecodeError):
         return {}
     result = answer.get("result") if isinstance(answer, dict) else None
     return result if isinstance(result, dict) else {}
 
 
 def _metrics(layout: Layout, task_id: str, call_id: str | None) -> dict[str, float]:
-    """cost_usd, tokens and turns as the worker reported them; non-numbers are ignored."""
+    """cost_usd, tokens and turns as the worker reported them; a figure out of an answer's
+    bounds (a record may be anyone's; see metrics) is left out, as unknown."""
     if call_id is None:
         return {}
-    metrics = _result(layout.exchange(task_id, call_id)).get("metrics")
-    if not isinstance(metrics, dict):
-        return {}
-    return {
-        k: float(v)
-        for k in METRICS
-        if isinstance(v := metrics.get(k), int | float) and not isinstance(v, bool)
-    }
+    return metrics.figures(_result(layout.exchange(task_id, call_id), layout.root).get("metrics"))
 
 
 # -- formatting ----------------------------------------------------------------------------
@@ -247,7 +235,7 @@ def _summary(
         ("Subtasks done", f"{done}/{len(plan.subtasks)}"),
         ("Task", "complete" if complete else "not complete"),
         ("Events", str(len(events))),
-        ("Total cost", _cost(exchanges.total_cost(layout.exchanges(task_id)))),
+        ("Total cost", _cost(exchanges.total_cost(layout.exchanges(task_id), layout.root))),
         ("Tokens used", _number(sum(m.get("tokens", 0.0) for m in used))),
         ("Turns", _number(sum(m.get("turns", 0.0) for m in used))),
         ("Plan created", _e(plan.created)),
@@ -365,16 +353,17 @@ def _attempt(layout: Layout, task_id: str, att: protocol.Attempt) -> str:
         "</dl>",
     ]
     if call_id is not None:
-        out.append(_exchange(layout.exchange(task_id, call_id)))
+        out.append(_exchange(layout.exchange(task_id, call_id), layout.root))
     out.append(_log_table(att.events))
     out.append("</div>")
     return "\n".join(out)
 
 
-def _exchange(folder: Path) -> str:
-    """The worker's answer: its notes, risks, patches, and the checks run on them."""
+def _exchange(folder: Path, root: Path) -> str:
+    """The worker's answer: its notes, risks, patches, and the checks run on them, read only
+    from the exchange's own regular files."""
     try:
-        found = exchanges.load(folder)
+        found = exchanges.load(folder, root)
     except InvalidInput as exc:
         return f'<p class="error">Exchange damaged: {_e(exc)}</p>'
     if found is None:
@@ -386,49 +375,50 @@ def _exchange(folder: Path) -> str:
             f'<p class="error">Worker error ({_e(outcome.get("kind"))}): '
             f"{_e(outcome['message'])}</p>"
         )
-    result = _result(folder)
+    result = _result(folder, root)
     for key, label in (("notes", "Notes"), ("risks", "Risks")):
         items = result.get(key)
         if isinstance(items, list) and items:
             listed = "".join(f"<li>{_e(i)}</li>" for i in items)
             out.append(f"<h5>{label}</h5><ul>{listed}</ul>")
-    patches = _regular(folder.glob("patches/*.patch"))
-    for patch in patches:
+    patches = sorted(n for n in found.contents if re.fullmatch(r"patches/[^/]+\.patch", n))
+    for name in patches:
         out.append(
-            f"<details open><summary>Diff {_e(patch.name)}</summary>"
-            f"{_diff(patch.read_text('utf-8', 'replace'))}</details>"
+            f"<details open><summary>Diff {_e(name.removeprefix('patches/'))}</summary>"
+            f"{_diff(found.contents[name].decode('utf-8', 'replace'))}</details>"
         )
     if not patches:
         out.append("<p>No diffs.</p>")
-    out.append(_checks(_regular((folder / exchanges.VERIFY).glob("*.json"))))
-    stderr = folder / "stderr.log"
-    if stderr in _regular([stderr]) and stderr.stat().st_size:
+    evidence = exchanges.evidence(folder, root)
+    out.append(_checks({n: d for n, d in sorted(evidence.items()) if n.endswith(".json")}))
+    stderr = found.contents.get("stderr.log", b"")
+    if stderr:
         out.append(
             "<details><summary>Worker stderr</summary>"
-            f"{_pre(stderr.read_text('utf-8', 'replace'))}</details>"
+            f"{_pre(stderr.decode('utf-8', 'replace'))}</details>"
         )
     return "\n".join(out)
 
 
-def _checks(paths: Sequence[Path]) -> str:
+def _checks(evidence: dict[str, bytes]) -> str:
     """Each check's evidence file: command, exit codes, and per run duration and tail."""
-    if not paths:
+    if not evidence:
         return "<p>No checks ran.</p>"
     rows = []
-    for path in paths:
+    for name, data in evidence.items():
         try:
-            doc = orjson.loads(path.read_bytes())
+            doc = orjson.loads(data)
         except orjson.JSONDecodeError:
             doc = None
         if not isinstance(doc, dict):
-            rows.append([_e(path.name), "unreadable", "-", "-", "-"])
+            rows.append([_e(name), "unreadable", "-", "-", "-"])
             continue
         runs = doc.get("runs")
         listed = runs if isinstance(runs, list) else []
         shown = "".join(_run(i, run) for i, run in enumerate(listed, start=1))
         rows.append(
             [
-                _e(doc.get("check", path.name)),
+                _e(doc.get("check", name)),
                 f"<code>{_e(doc.get('command'))}</code>",
                 _e(doc.get("exit_codes")),
                 _e(doc.get("network")),

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from harness import files
+from harness.errors import InvalidInput
 
 
 def test_copy_skips_specials_and_opens_locked_folders(tmp_path: Path) -> None:
@@ -32,3 +38,65 @@ def test_untrusted_reads_refuse_links_fifos_and_cap_size(tmp_path: Path) -> None
     assert files.read_untrusted(tmp_path / "link", 10) is None
     assert files.read_untrusted(tmp_path / "pipe", 10) is None
     assert files.read_untrusted(tmp_path / "missing", 10) is None
+
+
+def tree(root: Path) -> Path:
+    """root/ai/tasks/t/plan.json, and the same tree outside root for symlinks to reach."""
+    for base in (root / "repo", root / "outside"):
+        (base / "ai/tasks/t").mkdir(parents=True)
+        (base / "ai/tasks/t/plan.json").write_text(f"plan in {base.name}")
+    return root / "repo"
+
+
+@pytest.mark.parametrize("component", ["ai", "ai/tasks", "ai/tasks/t", "ai/tasks/t/plan.json"])
+def test_a_record_is_read_with_no_symlink_at_any_component(tmp_path: Path, component: str) -> None:
+    repo = tree(tmp_path)
+    path = repo / "ai/tasks/t/plan.json"
+    assert files.read_regular(path, "plan", repo) == b"plan in repo"  # the twin
+    files.wipe(repo / component)
+    (repo / component).symlink_to(tmp_path / "outside" / component)
+    assert path.read_bytes() == b"plan in outside"  # what following it would read
+    with pytest.raises(InvalidInput, match=r"^plan: .*a symlink$") as refused:
+        files.read_regular(path, "plan", repo)
+    if component != "ai/tasks/t/plan.json":
+        assert f"{component} is a symlink" in str(refused.value)
+    if component != "ai/tasks/t/plan.json":
+        with pytest.raises(InvalidInput, match=f"^{component}: a symlink: harness writes"):
+            files.check_folders(repo, path)
+
+
+def test_a_record_file_is_regular_and_bounded(tmp_path: Path) -> None:
+    repo = tree(tmp_path)
+    fifo = repo / "ai/tasks/t/progress.ndjson"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInput, match=r"^log: not a regular file$"):
+        files.read_regular(fifo, "log", repo)  # refused at once: no writer is waited for
+    assert files.read_inside(repo, "ai/tasks/t/plan.json", 12, "plan") == b"plan in repo"
+    with pytest.raises(InvalidInput, match=r"^plan: larger than 11 bytes$"):
+        files.read_inside(repo, "ai/tasks/t/plan.json", 11, "plan")
+    with pytest.raises(InvalidInput, match="outside the repository"):
+        files.read_regular(tmp_path / "outside/ai/tasks/t/plan.json", "plan", repo)
+    assert files.read_inside(repo, "ai/tasks/t/missing.json", 12, "x") is None
+
+
+def test_writes_go_only_into_plain_folders(tmp_path: Path) -> None:
+    repo = tree(tmp_path)
+    files.atomic_write(repo / "ai/exchanges/t/c/meta.json", b"{}", repo)  # made as needed
+    (repo / "ai/agents").write_text("a file where a folder belongs")
+    (repo / "ai/tasks/t").rename(repo / "ai/tasks/moved")
+    (repo / "ai/tasks/t").symlink_to(tmp_path / "outside/ai/tasks/t")
+    for path, why in (
+        (repo / "ai/agents/registry.json", "ai/agents: not a folder"),
+        (repo / "ai/tasks/t/plan.json", "ai/tasks/t: a symlink"),
+    ):
+        with pytest.raises(InvalidInput, match=f"^{why}: harness writes only into plain"):
+            files.atomic_write(path, b"x", repo)
+    assert (tmp_path / "outside/ai/tasks/t/plan.json").read_text() == "plan in outside"
+
+
+@given(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"") + b"\n")))
+def test_lines_are_the_files_lines_until_one_is_too_long(chunks: list[bytes]) -> None:
+    data = b"".join(chunks)
+    assert list(files.lines(io.BytesIO(data), 41)) == chunks
+    cut = list(files.lines(io.BytesIO(data), 8))
+    assert cut == [c if len(c) <= 8 else c[:8] for c in chunks]

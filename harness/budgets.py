@@ -178,18 +178,19 @@ def refusal(
                 what, why = "token count", ""
                 if name == "max_cost_usd":
                     what = "cost"
-                    priced = call.agent in spent.prices
-                    why = (
-                        ", nor tokens to price"
-                        if priced
-                        else ", and ai/harness.toml [prices] has no price for it"
-                    )
+                    if call.agent not in spent.prices:
+                        why = ", and ai/harness.toml [prices] has no price for it"
+                    elif call.tokens is None:
+                        why = ", nor tokens to price"
+                    else:
+                        price = spent.prices[call.agent]
+                        why = f", and its tokens at [prices]' {price:g} make none either"
                 return Exhausted(
                     name,
                     limit,
                     spent.used(name, step),
                     f"{name} ({owner}): the {what} of call {call_id[:12]} by {call.agent} is "
-                    f"unknown: it reported none{why}",
+                    f"unknown: it reported none within an answer's bounds{why}",
                 )
             used = spent.used(name, step)
             # One more call is one more step; any call costs something, so a cost or token

@@ -42,12 +42,13 @@ def figure(name: str, value: object) -> float | None:
 
 def total(counts: Iterable[object]) -> int | None:
     """The tokens a CLI's usage counts add up to (None stands for a count not given); None
-    when none is given or any given is no count: a negative part would hide the others."""
-    given = [c for c in counts if c is not None]
-    found = [figure("tokens", c) for c in given]
+    when none is given, any given is no count (a negative part would hide the others), or
+    the sum is out of bounds."""
+    found = [figure("tokens", c) for c in counts if c is not None]
     if not found or None in found:
         return None
-    return int(sum(c for c in found if c is not None))
+    summed = figure("tokens", sum(c for c in found if c is not None))
+    return None if summed is None else int(summed)
 
 
 def figures(metrics: object) -> dict[str, float]:

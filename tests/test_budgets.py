@@ -12,9 +12,10 @@ import pytest
 
 from harness import budgets
 from harness.config import Config, load
+from harness.ledger import digest
 
 from .builders import plan_of, sub
-from .conftest import Sample, new_file_patch, ok, subtask
+from .conftest import CLOCK, Sample, new_file_patch, ok, subtask
 
 IDS = ["B1", "B2", "B3"]
 
@@ -176,6 +177,129 @@ def test_a_plan_may_only_lower_the_config_budget(
     assert not (sample.root / "ai/tasks/demo/progress.ndjson").exists()
 
 
+# -- reported spending is an untrusted worker's word ------------------------------------------
+
+COST, TOKENS = "[budgets]\nmax_cost_usd = 1.0", "[budgets]\nmax_tokens = 1000"
+
+
+def verbatim(sid: str, name: str, text: bytes) -> dict[str, Any]:
+    """`creating(sid)`'s answer with metrics.`name` the JSON text `text`, printed as is (JSON
+    has no NaN or infinity; a worker may still print them)."""
+    line = {"ts": CLOCK, "task_id": "demo", "agent_id": "scripted", "status": "ok"}
+    line["result"] = creating(sid, {name: "@"})["result"]
+    return {"subtask": sid, "raw": orjson.dumps(line).replace(b'"@"', text).decode() + "\n"}
+
+
+@pytest.mark.parametrize(
+    ("config", "name", "text"),
+    [
+        (COST, "cost_usd", b"-100"),
+        (COST, "cost_usd", b"NaN"),
+        (COST, "cost_usd", b"Infinity"),
+        (COST, "cost_usd", b"1e400"),  # what parses as infinity where anything does
+        (COST, "cost_usd", b"1e308"),
+        (COST, "cost_usd", b"true"),
+        (COST, "cost_usd", b'"0.6"'),
+        (TOKENS, "tokens", b"-1000000000"),
+        (TOKENS, "tokens", b"NaN"),
+        (TOKENS, "tokens", b"1e400"),
+        (TOKENS, "tokens", b"1000000000000"),
+        (TOKENS, "tokens", b"600.5"),
+    ],
+)
+def test_an_answer_reporting_spending_out_of_bounds_is_refused_as_malformed(
+    sample: Sample, config: str, name: str, text: bytes
+) -> None:
+    answers = [verbatim("B1", name, text)] + [verbatim(s, name, b"0.6") for s in IDS[1:]]
+    err = run_out(sample, config, answers)
+    failed = next(e for e in sample.events() if e["event"] == "subagent_failed")
+    assert failed["details"]["kind"] == "format", failed
+    assert names(sample).count("subagent_invoked") == 1 and "B1" in err
+    doc = status(sample)
+    assert doc["cost_usd"] == 0 and all(b["used"] == 0 for b in doc["budgets"].values())
+    audited_and_replayed(sample)
+
+
+@pytest.mark.parametrize(
+    ("config", "name", "text", "stop"),
+    [
+        (COST, "cost_usd", b"0.6", "budget max_cost_usd (task): 1.2 of 1 USD used"),
+        (TOKENS, "tokens", b"600", "budget max_tokens (task): 1200 of 1000 tokens used"),
+    ],
+)
+def test_the_honest_twin_stops_where_the_budget_says(
+    sample: Sample, config: str, name: str, text: bytes, stop: str
+) -> None:
+    err = run_out(sample, config, [verbatim(s, name, text) for s in IDS])
+    assert stop in err
+    assert names(sample).count("subagent_invoked") == 2
+    audited_and_replayed(sample)
+
+
+def forge(sample: Sample, call_id: str, name: str, text: bytes) -> None:
+    """Rewrite a recorded answer's metrics.`name` to the JSON text `text`, with meta.json's
+    hash to match, as a pull request can: the hashes prove nothing against their writer."""
+    folder = sample.root / "ai/exchanges/demo" / call_id
+    line = orjson.loads((folder / "stdout.ndjson").read_bytes())
+    line["result"]["metrics"][name] = "@"
+    data = orjson.dumps(line).replace(b'"@"', text) + b"\n"
+    (folder / "stdout.ndjson").write_bytes(data)
+    meta = orjson.loads((folder / "meta.json").read_bytes())
+    meta["files"]["stdout.ndjson"] = digest(data)
+    (folder / "meta.json").write_bytes(orjson.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    ("config", "name", "text", "honest"),
+    [
+        (COST, "cost_usd", b"-100", b"0.6"),
+        (COST, "cost_usd", b"NaN", b"0.6"),
+        (COST, "cost_usd", b"1e308", b"0.6"),
+        (COST, "cost_usd", b"-1e-9", b"0.6"),
+        (TOKENS, "tokens", b"-1000000000", b"600"),
+        (TOKENS, "tokens", b"1e400", b"600"),
+    ],
+)
+def test_a_recorded_figure_out_of_bounds_counts_as_unknown_never_as_a_credit(
+    sample: Sample, config: str, name: str, text: bytes, honest: bytes
+) -> None:
+    """A committed record whose first answer says it spent -100 (what a hostile pull
+    request can commit): status, report and the next run count that call's spending as
+    unknown. Summed, it would have bought every later call."""
+    run_out(sample, config, [verbatim(s, name, honest) for s in IDS])
+    first = next(e for e in sample.events() if e["event"] == "subagent_invoked")
+    call_id = first["details"]["call_id"]
+    forge(sample, call_id, name, text)
+    doc = status(sample)
+    kept = 0.6 if name == "cost_usd" else 0  # the second call's alone
+    assert doc["cost_usd"] == kept
+    assert list(doc["budgets"].values()) == [
+        {"limit": 1.0 if name == "cost_usd" else 1000, "used": 0.6 if kept else 600}
+    ]
+    shown = sample.cli("status", "demo").stdout
+    assert "$-" not in shown and "nan" not in shown.lower() and "inf" not in shown.lower()
+    page = sample.cli("report", "demo").stdout
+    summed = "<dt>Total cost</dt><dd>$0.6000" if kept else "<dt>Tokens used</dt><dd>600<"
+    assert summed in page
+    assert "$-" not in page and "-100" not in page and "1e+308" not in page
+    assert sample.cli("resume", "demo", "--reason", "go on").returncode == 0
+    res = sample.cli("run", "demo")
+    what = "cost" if name == "cost_usd" else "token count"
+    assert res.returncode == 1
+    assert f"the {what} of call {call_id[:12]} by scripted is unknown" in res.stderr
+    assert names(sample).count("subagent_invoked") == 2  # no third call was bought
+
+
+def test_a_price_that_is_no_number_makes_no_cost(sample: Sample) -> None:
+    """TOML has inf and nan, and [prices]' `minimum: 0` lets both through: a priced cost
+    out of an answer's bounds is unknown, as a reported one is."""
+    config = "[budgets]\nmax_cost_usd = 5.0\n\n[prices]\nscripted = nan"
+    err = run_out(sample, config, [creating(s, {"tokens": 10}) for s in IDS])
+    assert "is unknown: it reported none within an answer's bounds, and its tokens at" in err
+    assert names(sample).count("subagent_invoked") == 1
+    assert status(sample)["budgets"]["max_cost_usd"]["used"] == 0
+
+
 # -- the pure parts ----------------------------------------------------------------------------
 
 
@@ -208,7 +332,7 @@ def test_an_unknown_cost_names_what_is_missing() -> None:
         budgets.refusal({"max_cost_usd": 1.0}, sub("T1"), spent, 0.0)
         for spent in (priced, unpriced)
     ]
-    assert [f.why.split("reported none")[1] for f in found if f is not None] == [
+    assert [f.why.split("an answer's bounds")[1] for f in found if f is not None] == [
         ", nor tokens to price",
         ", and ai/harness.toml [prices] has no price for it",
     ]

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness import metrics, schemas, worker
+from harness.workers import claude, codex, gemini
 
 from .builders import FAST
 
@@ -191,3 +192,55 @@ def test_a_shim_takes_spending_from_its_cli_alone() -> None:
     # The CLI's own figure out of bounds is unknown: left out, never the model's instead.
     assert metrics.measured(claimed, {"cost_usd": -5.0, "tokens": 2**70}) == {"files_touched": 2}
     assert metrics.measured(["not", "a", "dict"], {"tokens": 7}) == {"tokens": 7}
+
+
+@pytest.mark.parametrize(
+    ("meter", "counted"),
+    [
+        pytest.param(
+            claude._metrics(
+                {"total_cost_usd": -100, "num_turns": 3, "usage": {"input_tokens": -(10**9)}}
+            ),
+            {"turns": 3},
+            id="claude-negative",
+        ),
+        pytest.param(
+            claude._metrics({"total_cost_usd": 0.0123, "usage": {"input_tokens": 100}}),
+            {"cost_usd": 0.0123, "tokens": 100},
+            id="claude-honest",
+        ),
+        pytest.param(
+            codex._metrics(
+                [
+                    {"type": "turn.completed", "usage": {"input_tokens": 100, "output_tokens": 20}},
+                    {"type": "turn.completed", "usage": {"input_tokens": -90, "output_tokens": 1}},
+                ]
+            ),
+            {},
+            id="codex-negative-turn",
+        ),
+        pytest.param(
+            codex._metrics(
+                [{"type": "turn.completed", "usage": {"input_tokens": 100, "output_tokens": 20}}]
+            ),
+            {"tokens": 120},
+            id="codex-honest",
+        ),
+        pytest.param(
+            gemini._metrics({"stats": {"input_tokens": 10**12, "output_tokens": 5}}),
+            {},
+            id="gemini-huge",
+        ),
+        pytest.param(
+            gemini._metrics({"stats": {"input_tokens": 2010, "output_tokens": 205}}),
+            {"tokens": 2215},
+            id="gemini-honest",
+        ),
+    ],
+)
+def test_what_a_cli_reports_out_of_bounds_is_unknown(
+    meter: dict[str, Any], counted: dict[str, float]
+) -> None:
+    """The model claims nothing cost anything; only its CLI's sane figures are kept."""
+    claimed = {"cost_usd": 0, "tokens": 0}
+    assert metrics.figures(metrics.measured(claimed, meter)) == counted

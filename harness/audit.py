@@ -111,6 +111,7 @@ class _Audit:
                 blobs = self.exchanges.blobs(stack, anchor)
             self.commits.start(stack, head)
             self.read_plan()
+            self.read_inputs()
             self.read_tokens()
             # Every commit of the task names a line of the log, not only the last one: a log
             # cut and then appended to by a later run is still caught.
@@ -170,7 +171,12 @@ class _Audit:
     def read_plan(self) -> None:
         path = self.layout.plan(self.task_id)
         label = f"{self.tasks_dir}/plan.json"
-        if not path.exists():
+        try:
+            opened = files.open_regular(path, label, self.layout.root)
+        except InvalidInput as exc:
+            self.add("plan", None, str(exc))
+            return
+        if opened is None:
             self.add("plan", None, f"{label}: file not found")
             return
         item = schemas.fast_validator("plan", "/properties/subtasks/items")
@@ -181,7 +187,7 @@ class _Audit:
         first: list[Any] = []
         own: dict[str, object] = {}  # subtask id -> its own `supervised`, when it says
         try:
-            with path.open("rb") as fh:
+            with opened as fh:
                 for key, value in planstream.members(fh):
                     if key is not None:
                         head[key] = value
@@ -217,6 +223,16 @@ class _Audit:
             plan_wide = head.get("supervised", False)
             self.supervised = {sid for sid in scopes if own.get(sid, plan_wide) is not False}
 
+    def read_inputs(self) -> None:
+        """The config and registry the next record commit would carry: audit does not judge
+        them (replay reads each epoch's from its record commit), but one that is not a
+        regular file inside the repository is a forged record."""
+        for path in (self.layout.config, self.layout.registry):
+            try:
+                files.read_regular(path, self.layout.rel(path), self.layout.root)
+            except InvalidInput as exc:
+                self.add("record", None, str(exc))
+
     def read_tokens(self) -> None:
         try:
             known = tokens.load(self.layout.tokens, self.layout.root)
@@ -229,9 +245,13 @@ class _Audit:
 
     def read_log(self, heads: Collection[str]) -> set[str]:
         """Check every line; return those of `heads` (recorded log heads) that are lines."""
-        found = files.open_regular(
-            self.layout.log(self.task_id), f"{self.tasks_dir}/progress.ndjson"
-        )
+        try:
+            found = files.open_regular(
+                self.layout.log(self.task_id), f"{self.tasks_dir}/progress.ndjson", self.layout.root
+            )
+        except InvalidInput as exc:
+            self.add("line", None, str(exc))
+            return set()
         if found is None:
             return set()
         model = self.model = protocol.Model(self.needs)

@@ -80,12 +80,19 @@ def ai_folder(outside: Path, root: Path, hostile: bool) -> None:
     into(outside, root, "ai", hostile)
 
 
+def input_file(rel: str) -> Callable[[Path, Path, bool], None]:
+    return lambda outside, root, hostile: into(outside, root, rel, hostile)
+
+
 CASES: dict[str, Callable[[Path, Path, bool], None]] = {
     "verify folder": verify_folder,
     "exchanges folder": exchanges_folder,
     "task folder": task_folder,
     "log file": log_file,
     "ai folder": ai_folder,
+    "plan file": input_file("ai/tasks/demo/plan.json"),
+    "config file": input_file("ai/harness.toml"),
+    "registry file": input_file("ai/agents/registry.json"),
 }
 COMMANDS = {
     "audit": ("audit", "demo"),

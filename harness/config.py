@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -100,6 +101,15 @@ class Config:
         return found + ([] if self.verify.isolate_network else ["network for checks"])
 
 
+def _finite(text: str) -> float:
+    """TOML's nan and inf pass a schema's minimum: as a budget or a price they would turn a
+    limit off, so they are no number here."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
 def load(path: Path, raw: bytes | None = None) -> Config:
     """Read the config (or `raw`, its bytes as already read); a missing file means all
     defaults."""
@@ -109,8 +119,8 @@ def load(path: Path, raw: bytes | None = None) -> Config:
     data: dict[str, Any] = {}
     if raw is not None:
         try:
-            data = tomllib.loads(raw.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            data = tomllib.loads(raw.decode("utf-8"), parse_float=_finite)
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:
             raise InvalidInput(f"ai/harness.toml: invalid TOML: {exc}") from None
         schemas.validate("config", data, "ai/harness.toml")
     identity = data.get("identity", {})

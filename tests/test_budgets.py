@@ -290,14 +290,22 @@ def test_a_recorded_figure_out_of_bounds_counts_as_unknown_never_as_a_credit(
     assert names(sample).count("subagent_invoked") == 2  # no third call was bought
 
 
-def test_a_price_that_is_no_number_makes_no_cost(sample: Sample) -> None:
-    """TOML has inf and nan, and [prices]' `minimum: 0` lets both through: a priced cost
-    out of an answer's bounds is unknown, as a reported one is."""
-    config = "[budgets]\nmax_cost_usd = 5.0\n\n[prices]\nscripted = nan"
-    err = run_out(sample, config, [creating(s, {"tokens": 10}) for s in IDS])
-    assert "is unknown: it reported none within an answer's bounds, and its tokens at" in err
-    assert names(sample).count("subagent_invoked") == 1
-    assert status(sample)["budgets"]["max_cost_usd"]["used"] == 0
+@pytest.mark.parametrize(
+    "config",
+    ["[budgets]\nmax_cost_usd = nan", "[budgets]\nmax_cost_usd = 5.0\n\n[prices]\nscripted = inf"],
+)
+def test_a_limit_or_price_that_is_no_number_is_refused(sample: Sample, config: str) -> None:
+    """TOML has inf and nan, which pass a schema's `minimum`: as a limit nan would turn the
+    budget off, as a price make every cost unknown. The config is refused in one line, before
+    any call; its twin, a finite price, is test_the_honest_twin_stops_where_the_budget_says."""
+    plan(sample)
+    add_config(sample, config)
+    res = sample.cli("run", "demo", timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"harness: ai/harness.toml: invalid TOML: {config.rsplit(' ', 1)[1]} is not a finite number"
+    ]
+    assert names(sample) == []
 
 
 # -- the pure parts ----------------------------------------------------------------------------

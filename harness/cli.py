@@ -379,6 +379,10 @@ def cmd_policy_show(args: argparse.Namespace) -> int:
         return 0
     where = shown["policy"] or "none (no ai/policy.toml: flags as without one)"
     print(f"agent: {printable(shown['agent'])}\ncli: {shown['cli'] or '-'}\npolicy: {where}")
+    if shown["tools"] is not None:
+        print(f"tools: {', '.join(shown['tools']) or 'none'} (its registry entry's: no other)")
+    if shown["model"] is not None:
+        print(f"model: {printable(shown['model'])}")
     print(f"launch: {printable(shlex.join(shown['launch']))}")
     if shown["cli"] is None:
         print("(no claude, codex or gemini shim: of the policy it gets the commands it keeps)")

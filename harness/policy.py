@@ -21,6 +21,8 @@ What it means for one registry agent (`Policy.effective`):
   one of its patterns does. Deny is checked first and always wins.
 - The policy only takes away: no CLI gets a tool it would not get without a policy file
   (web and memory tools are never given), and without the file nothing changes.
+- A registry entry's `tools` (an imported agent's declared tools) takes away the same way,
+  policy file or not: a tool it does not name is off, and without "bash" every command.
 
 A command pattern is a glob over a command's words joined by single spaces, and names every
 command starting with the words it names: `git log` and `git log *` both name `git log -3`,
@@ -106,6 +108,14 @@ class Effective:
             rules[name] = Rules(allow, _strings(value["deny"], where))
         commands = _strings(doc["commands"], "commands")
         return cls(commands, _strings(doc["deny_commands"], "deny_commands"), rules)
+
+    def within(self, tools: Sequence[str] | None) -> Effective:
+        """This part cut to the tools a registry entry limits its agent to (None: no limit):
+        a tool it does not name is off, and without "bash" so is every command."""
+        if tools is None:
+            return self
+        kept = {t: r for t, r in self.tools.items() if t in tools}
+        return Effective(self.commands if "bash" in tools else (), self.denied, kept)
 
     def path_refusal(self, tool: str, path: str, workspace: str, home: str) -> str | None:
         """Why the CLI's `tool` may not touch `path` (absolute, or relative to the
@@ -205,15 +215,21 @@ def _starts(path_glob: str, var: str) -> bool:
 MAX_ARG = 100_000
 
 
+# What no ai/policy.toml means: every tool on, as far as the policy goes.
+_NONE = Policy(default_deny=False, sections={})
+
+
 def apply(agents: list[Agent], found: Policy | None, root: Path) -> list[Agent]:
     """The agents with their part of the policy as launch arguments; as they are without
-    one. A harness shim gets it all as `--policy`; any other program speaks only
+    one, but for an agent whose registry entry limits its `tools`, which gets that limit
+    the same way. A harness shim gets it all as `--policy`; any other program speaks only
     `--allow-command`, so it gets the commands the policy keeps that way."""
-    if found is None:
-        return agents
     applied = []
     for agent in agents:
-        part = found.effective(agent.commands)
+        if found is None and agent.tools is None:
+            applied.append(agent)
+            continue
+        part = (found or _NONE).effective(agent.commands).within(agent.tools)
         if shim_of(agent.executable(root)) is None:
             args = tuple(arg for c in part.commands for arg in ("--allow-command", c))
         else:
@@ -367,6 +383,8 @@ def show(layout: Layout, agent_id: str) -> dict[str, Any]:
         "agent": agent.id,
         "cli": cli,
         "policy": LABEL if found is not None else None,
+        "tools": list(agent.tools) if agent.tools is not None else None,
+        "model": agent.model,
         "launch": launch_argv,
         "workspace": str(SHOWN_WORKSPACE),
         "home": str(sandbox.HOME),

@@ -6,7 +6,8 @@ token spent, say: logged as a step_failed in phase "preflight", then a blocker).
 
 Each problem is one line naming the subtask. What is checked: a registry agent takes the
 subtask's role; that agent is present and its CLI's version in range (asked once per agent);
-a usable write token covers what the subtask may write ("write_scope": "none" needs none);
+a usable write token covers what the subtask may write ("write_scope": "none" needs none),
+and an agent whose registry `tools` hold neither write nor edit is given no subtask that does;
 its inputs exist at the base; its supervisor can run; ai/policy.toml allows every
 command the registry lets its agent run; and a person is at hand for a subtask a person
 must approve. An input a subtask depends on another to create is checked
@@ -70,6 +71,12 @@ class Checker:
         if why is not None:
             problems.append(f"subtask {sub.id}: {why}")
         problems += self.refused_commands(agent)
+        if (sub.write_scope or sub.creates) and not agent.writes:
+            tools = ", ".join(agent.tools or ()) or "none"
+            problems.append(
+                f"subtask {sub.id}: agent {agent.id} may not write (its tools: {tools}), "
+                "so it cannot be given a write scope"
+            )
         token, why = self.token(sub)
         if why is not None:
             problems.append(f"subtask {sub.id}: {why}")
@@ -117,8 +124,11 @@ class Checker:
         return self.probed[agent.id]
 
     def refused_commands(self, agent: Agent) -> list[str]:
-        """The agent's registry commands the policy refuses: the registry and the policy
-        must agree before a run, rather than a worker finding a command gone."""
+        """The agent's registry commands the policy, or its own `tools` without bash,
+        refuses: the registry and the policy must agree before a run, rather than a worker
+        finding a command gone."""
+        if agent.tools is not None and "bash" not in agent.tools and agent.commands:
+            return [f"agent {agent.id}: its registry tools leave out bash, yet it lists commands"]
         if self.rules is None:
             return []
         kept = self.rules.effective(agent.commands).commands

@@ -54,6 +54,12 @@ SHIMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
+# The tools an entry's `tools` may name, as ai/policy.toml names them, and "bash", the shell
+# (which runs only the entry's `commands`). Without `tools` an agent gets what any does.
+TOOLS = ("read", "write", "edit", "glob", "grep", "ls", "bash")
+WRITE_TOOLS = frozenset({"write", "edit"})
+
+
 def shim_entry(name: str, agent_id: str | None = None) -> dict[str, object]:
     """A registry entry for one shim, launched from ai/agents/bin/<name>-cli. Its CLI must
     reach its model's API, so it gets the host's network; its files stay boxed, and `cli`
@@ -94,15 +100,23 @@ class Agent:
     policy: tuple[str, ...] | None = None  # launch args from ai/policy.toml (policy.py)
     cli: str | None = None  # the agent CLI its command drives, bound as installed
     resume: bool = False  # a retry continues the CLI's own session (sessions.py)
+    tools: tuple[str, ...] | None = None  # the only TOOLS it is offered; None: no limit
+    model: str | None = None  # the model its CLI is told to use; None: the CLI's own choice
+
+    @property
+    def writes(self) -> bool:
+        """Whether it may be given a subtask that writes: its tools, if limited, edit files."""
+        return self.tools is None or bool(WRITE_TOOLS & set(self.tools))
 
     def argv(self, root: Path) -> list[str]:
-        """How to start it: the command, its args, its persona file if it has one, and the
-        shell commands it may run; under a policy, what the policy decided instead, which
-        names the commands it keeps."""
+        """How to start it: the command, its args, its persona file and model if it has
+        them, and the shell commands it may run; under a policy (or a limit of its tools,
+        policy.apply), what that decided instead, which names the commands it keeps."""
         persona = ["--persona", str(root / self.persona)] if self.persona else []
+        model = ["--model", self.model] if self.model else []
         allowed = [arg for c in self.commands for arg in ("--allow-command", c)]
         shell = allowed if self.policy is None else list(self.policy)
-        return [str(self.executable(root)), *self.args, *persona, *shell]
+        return [str(self.executable(root)), *self.args, *persona, *model, *shell]
 
     def executable(self, root: Path) -> Path:
         path = Path(self.cmd)
@@ -174,6 +188,8 @@ def load(path: Path, root: Path, raw: bytes | None = None) -> list[Agent]:
             read=tuple(a.get("read", [])),
             cli=a.get("cli"),
             resume=bool(a.get("resume", False)),
+            tools=tuple(a["tools"]) if "tools" in a else None,
+            model=a.get("model"),
         )
         for a in data["agents"]
     ]

@@ -5,6 +5,7 @@ fake CLIs (a command the policy denies refuses the answer; replay and audit stay
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +117,23 @@ def launch_of(eff: policy.Effective) -> shim.Launch:
 def test_no_file_is_no_policy(tmp_path: Path) -> None:
     assert policy.load(Layout(tmp_path)) is None
     agents = [Agent("a", "cmd", ">=0", ("r",), (), (), None, commands=("pytest -q",))]
-    assert policy.apply(agents, None, tmp_path) is agents
+    assert policy.apply(agents, None, tmp_path) == agents
     assert agents[0].argv(tmp_path)[1:] == ["--allow-command", "pytest -q"]
+
+
+def test_an_entrys_tools_take_away_without_a_policy_file(tmp_path: Path) -> None:
+    """A registry entry's tools (an imported agent's) reach its shim as a part of a policy:
+    the tools it names, and no command without bash; its twin, with bash, keeps them."""
+    launcher = tmp_path / "claude-cli"
+    launcher.write_text("exec python -m harness.workers.claude\n")
+    agent = Agent("a", str(launcher), ">=0", ("r",), (), (), None, commands=("pytest -q",))
+    for tools, commands in ((("read", "grep"), ()), (("read", "grep", "bash"), ("pytest -q",))):
+        (applied,) = policy.apply([replace(agent, tools=tools)], None, tmp_path)
+        launch = shim.parse_launch(applied.argv(tmp_path)[1:])
+        assert launch.policy is not None and set(launch.policy.tools) == {"read", "grep"}
+        assert launch.commands == commands
+        argv = claude.command(_env(True), shim.Sandbox(tmp_path), "brief", launch, tmp_path)
+        assert _flag(argv, "--tools") == "Read,Grep" + (",Bash" if commands else "")
 
 
 def test_seed_003s_example_reads_as_written(tmp_path: Path) -> None:

@@ -110,3 +110,30 @@ def test_a_registry_command_the_policy_refuses_is_a_preflight_problem(sample: Sa
     sample.write_json("ai/agents/registry.json", reg)
     res = sample.cli("plan", "validate", "demo")
     assert res.returncode == 2 and "refuses its registry command 'git push'" in res.stderr
+
+
+def test_an_agent_whose_tools_write_nothing_is_given_no_subtask_that_writes(
+    sample: Sample,
+) -> None:
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"][0]["tools"] = ["read", "grep"]
+    sample.write_json("ai/agents/registry.json", reg)
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    res = sample.cli("run", "demo")
+    assert res.returncode == 1 and "1 problem(s)" in res.stderr
+    assert (
+        "subtask T1: agent scripted may not write (its tools: read, grep), so it cannot be "
+        "given a write scope" in res.stderr
+    )
+    assert sample.events() == []
+    # Nor may it run commands its tools leave no shell for.
+    reg["agents"][0]["commands"] = ["make test"]
+    sample.write_json("ai/agents/registry.json", reg)
+    res = sample.cli("plan", "validate", "demo")
+    assert res.returncode == 2
+    assert "agent scripted: its registry tools leave out bash, yet it lists commands" in res.stderr
+    # Its twin: the same agent with an edit tool, and bash for its command.
+    reg["agents"][0]["tools"] = ["read", "grep", "edit", "bash"]
+    sample.write_json("ai/agents/registry.json", reg)
+    assert sample.cli("run", "demo").returncode == 0

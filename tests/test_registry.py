@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
 import pytest
 
-from harness.errors import Halted
-from harness.registry import Agent, check_version
+from harness.errors import Halted, InvalidInput
+from harness.registry import Agent, check_version, load
 
 from .conftest import Sample, subtask
 
@@ -113,3 +114,21 @@ def test_next_records_the_cli_version_and_refuses_one_out_of_range(sample: Sampl
     (invoked,) = [e for e in sample.events() if e["event"] == "subagent_invoked"]
     meta = sample.root / "ai/exchanges/demo" / invoked["details"]["call_id"] / "meta.json"
     assert orjson.loads(meta.read_bytes())["agent_version"] == "2.1.330"
+
+
+def test_an_entrys_tools_and_model_are_read_and_its_model_reaches_the_launcher(
+    tmp_path: Path,
+) -> None:
+    entry = {"id": "r", "cmd": "bin/r", "version": ">=1", "capabilities": ["review"]}
+    limited = entry | {"tools": ["read", "grep"], "model": "opus"}
+    path = tmp_path / "registry.json"
+    path.write_bytes(orjson.dumps({"agents": [entry, limited | {"id": "s"}]}))
+    free, reviewer = load(path, tmp_path)
+    assert (free.tools, free.model, free.writes) == (None, None, True)
+    assert (reviewer.tools, reviewer.model, reviewer.writes) == (("read", "grep"), "opus", False)
+    assert reviewer.argv(tmp_path) == [str(tmp_path / "bin/r"), "--model", "opus"]
+    assert replace(reviewer, tools=("read", "edit")).writes
+    for bad in ({"tools": ["Read"]}, {"model": "--yolo"}, {"tools": ["read", "read"]}):
+        path.write_bytes(orjson.dumps({"agents": [entry | bad]}))
+        with pytest.raises(InvalidInput, match=r"^registry.json: \$\.agents\[0\]\.(tools|model)"):
+            load(path, tmp_path)

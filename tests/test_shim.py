@@ -30,6 +30,14 @@ def test_shim_launch_options(tmp_path: Path) -> None:
         shim.parse_launch(["--persona", str(tmp_path / "missing.md")])
 
 
+@pytest.mark.parametrize("model", ["--dangerously-skip-permissions", "-x", "a b", ""])
+def test_a_model_that_is_no_model_name_is_refused(model: str) -> None:
+    with pytest.raises(shim.ShimError, match="--model"):
+        shim.parse_launch(["--model", model])
+    twin = "claude-sonnet-4-5@20250929"
+    assert shim.parse_launch(["--model", twin]) == shim.Launch(model=twin)
+
+
 @pytest.mark.parametrize(
     ("command", "allowed"),
     [

@@ -117,6 +117,8 @@ def command(
         "--append-system-prompt",
         brief,
     ]
+    if launch.model:
+        argv += ["--model", launch.model]
     if budgets.get("max_turns") is not None:
         argv += ["--max-turns", str(int(budgets["max_turns"]))]
     if budgets.get("max_usd") is not None:

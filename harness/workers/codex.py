@@ -127,6 +127,7 @@ def command(
     read-only, and the files it reports changing are checked afterwards (check_changes).
     """
     shell = [] if launch.commands else ["-c", "features.shell_tool=false"]
+    model = ["-c", f"model={_toml(launch.model)}"] if launch.model else []
     writes = launch.policy is None or bool({"write", "edit"} & set(launch.policy.tools))
     # codex's own sandbox backs up the harness's: a read-only role cannot write at all.
     mode = "workspace-write" if env.writable and writes else "read-only"
@@ -139,6 +140,7 @@ def command(
             "resume",
             env.resumes,
             *shell,
+            *model,
             *_common(env),
             "-c",
             f"sandbox_mode={_toml(mode)}",
@@ -152,6 +154,7 @@ def command(
         "codex",
         "exec",
         *shell,
+        *model,
         *_common(env),
         *([] if env.keeps_session else ["--ephemeral"]),  # else no session files are left
         "-s",

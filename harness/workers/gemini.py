@@ -84,6 +84,13 @@ def version() -> str:
 
 # gemini's tools that change files, by the policy tool each one is.
 EDIT_TOOLS = {"write": "write_file", "edit": "replace"}
+# Its tools that read, likewise: they need no approval, so only leaving them out turns them off.
+READ_TOOLS = {
+    "read": ("read_file", "read_many_files"),
+    "glob": ("glob",),
+    "grep": ("grep_search",),
+    "ls": ("list_directory",),
+}
 
 
 def command(env: shim.Envelope, launch: shim.Launch) -> list[str]:
@@ -93,8 +100,8 @@ def command(env: shim.Envelope, launch: shim.Launch) -> list[str]:
     `--allowed-tools` lets through only the registry's commands. Gemini has no way to run
     them without network short of its container sandbox, which the shim does not assume.
     Under a policy that turns write or edit off, edits are no longer approved as a whole
-    (auto_edit) but tool by tool; its read and search tools need no approval, so no flag
-    turns them off.
+    (auto_edit) but tool by tool; its read and search tools need no approval, so its
+    settings leave out those the policy turns off (`settings`).
     """
     edits: list[str] = []
     if not env.writable:
@@ -116,6 +123,7 @@ def command(env: shim.Envelope, launch: shim.Launch) -> list[str]:
         # The sandbox is a fresh directory gemini has never seen; without this it refuses
         # to work there (exit 55).
         "--skip-trust",
+        *(["--model", launch.model] if launch.model else []),
         # The retried call's session, the only one its store (sessions.py) holds here.
         *(["--resume", "latest"] if env.resumes is not None else []),
         *(["--allowed-tools", allowed] if allowed else []),
@@ -130,15 +138,22 @@ def settings(
     user: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """gemini's settings for the call: the user's, with the shim's on top: its retries
-    capped, the tools no role needs left out, the call's max_turns, and, when the user's
-    settings choose no way to authenticate, the one the environment provides (headless
-    gemini refuses to start without one, and a base URL alone selects one it refuses)."""
+    capped, the tools no role needs or the policy turns off left out, the call's max_turns,
+    and, when the user's settings choose no way to authenticate, the one the environment
+    provides (headless gemini refuses to start without one, and a base URL alone selects one
+    it refuses)."""
     user = user or {}
     excluded = list(NEVER)
     if not writable:
         excluded += WRITE_TOOLS
     if not launch.commands:
         excluded.append(SHELL_TOOL)
+    if launch.policy is not None:
+        kept = launch.policy.tools
+        excluded += [
+            name for tool, names in READ_TOOLS.items() if tool not in kept for name in names
+        ]
+        excluded += [name for tool, name in EDIT_TOOLS.items() if tool not in kept]
     doc: dict[str, Any] = {
         "general": {"maxAttempts": OWN_ATTEMPTS},
         "tools": {"exclude": excluded},

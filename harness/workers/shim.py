@@ -222,13 +222,14 @@ def _files(source: Path) -> list[str]:
 class Launch:
     """What the registry put on the shim's command line: an imported agent's persona, the
     shell commands the agent may run (none unless the registry lists them), the registry
-    id it runs as when that is not the shim's own name, and its part of ai/policy.toml
-    (which then names the commands)."""
+    id it runs as when that is not the shim's own name, its part of ai/policy.toml
+    (which then names the commands) and the model its CLI is told to use."""
 
     persona: str = ""
     commands: tuple[str, ...] = ()
     agent_id: str = ""
     policy: policy.Effective | None = None
+    model: str = ""
 
     def refusal(self, command: str) -> str | None:
         """Why a command the CLI ran is refused, or None when it may run: the policy's
@@ -244,18 +245,24 @@ class Launch:
 COMMAND = re.compile(r"[A-Za-z0-9_.+/=-]+(?: [A-Za-z0-9_.+/=:-]+)*")
 # A registry id, as schemas/common.schema.json has it: the answer line must carry one.
 AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-USAGE = "usage: [--agent-id ID] [--persona FILE] [--allow-command CMD]... [--policy JSON]"
+# A model name, as schemas/registry.schema.json has it: never read as a flag of the CLI.
+MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,199}")
+USAGE = (
+    "usage: [--agent-id ID] [--persona FILE] [--model NAME] [--allow-command CMD]... "
+    "[--policy JSON]"
+)
 
 
 def parse_launch(args: list[str]) -> Launch:
-    """`--agent-id ID`, `--persona FILE`, `--allow-command CMD` (any number of times) or
-    else `--policy JSON` (once: it names the commands itself), nothing else."""
-    persona, commands, agent_id = "", [], ""
+    """`--agent-id ID`, `--persona FILE`, `--model NAME`, `--allow-command CMD` (any number
+    of times) or else `--policy JSON` (once: it names the commands itself), nothing else."""
+    persona, commands, agent_id, model = "", [], "", ""
     effective: policy.Effective | None = None
+    flags = ("--agent-id", "--persona", "--model", "--allow-command", "--policy")
     rest = list(args)
     while rest:
         flag, value = rest.pop(0), (rest.pop(0) if rest else None)
-        if value is None or flag not in ("--agent-id", "--persona", "--allow-command", "--policy"):
+        if value is None or flag not in flags:
             raise ShimError(f"{USAGE} (got {flag!r})")
         if flag == "--policy":
             if effective is not None:
@@ -271,6 +278,10 @@ def parse_launch(args: list[str]) -> Launch:
             if not AGENT_ID.fullmatch(value):
                 raise ShimError(f"--agent-id {value!r}: not a registry id")
             agent_id = value
+        elif flag == "--model":
+            if not MODEL.fullmatch(value):
+                raise ShimError(f"--model {value!r}: not a model name")
+            model = value
         elif flag == "--persona":
             try:
                 persona = Path(value).read_text("utf-8")
@@ -281,10 +292,10 @@ def parse_launch(args: list[str]) -> Launch:
         else:
             raise ShimError(f"--allow-command {value!r}: only plain words, no shell syntax")
     if effective is None:
-        return Launch(persona, tuple(commands), agent_id)
+        return Launch(persona, tuple(commands), agent_id, model=model)
     if commands:
         raise ShimError("--allow-command with --policy: the policy names the commands")
-    return Launch(persona, effective.commands, agent_id, effective)
+    return Launch(persona, effective.commands, agent_id, effective, model)
 
 
 def identity(args: list[str], default: str) -> str:

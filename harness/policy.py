@@ -38,18 +38,16 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from wcmatch import glob
 
-from . import files, registry, sandbox, schemas
+from . import commands, files, registry, sandbox, schemas
 from .errors import InvalidInput
 from .registry import Agent
 
@@ -172,8 +170,8 @@ class Policy:
         kept = tuple(
             c
             for c in listed
-            if not any(matches(c, p) for p in shell.deny)
-            and (shell.allow is None or any(matches(c, p) for p in shell.allow))
+            if commands.denial(c, shell.deny) is None
+            and (shell.allow is None or any(commands.matches(c, p) for p in shell.allow))
         )
         return Effective(kept, shell.deny, tools)
 
@@ -264,70 +262,19 @@ def shim_of(executable: Path) -> str | None:
 
 # -- commands ---------------------------------------------------------------------------------
 
-# Shell syntax that could chain, substitute or redirect past an allowed prefix.
-_SHELL_SYNTAX = re.compile(r"[;&|<>`$(){}\n\\]")
-_WRAPPER = re.compile(r"^(?:/(?:usr/)?bin/)?(?:ba|z)?sh -l?c ")
-# Where one command of a shell line ends and another may begin.
-_OPERATORS = re.compile(r"[;&|\n(){}`]|\$\(")
-
-
-def _split(text: str) -> list[str] | None:
-    try:
-        return shlex.split(text)
-    except ValueError:
-        return None
-
-
-def _unwrapped(command: str) -> str | None:
-    """The command inside the `bash -lc '...'` wrapper a CLI puts around it (looked through
-    once), or the command itself; None for a wrapper that does not hold exactly one."""
-    text = command.strip()
-    if not _WRAPPER.match(text):
-        return text
-    inner = _split(text)
-    return inner[2].strip() if inner is not None and len(inner) == 3 else None
-
-
-def _plain(command: str) -> list[str] | None:
-    """The words of a command a CLI ran, or None when it holds shell syntax or does not
-    parse: only a plain command can be held to a list of allowed prefixes."""
-    text = _unwrapped(command)
-    if text is None or _SHELL_SYNTAX.search(text):
-        return None
-    return _split(text)
-
-
-def matches(text: str, pattern: str) -> bool:
-    """Whether a command (words joined by single spaces) is one the pattern names."""
-    words = pattern.split()
-    while words and words[-1] == "*":  # `ls *` names `ls` too, as `Bash(ls:*)` does
-        words.pop()
-    stem = " ".join(words)
-    return not stem or fnmatchcase(text, stem) or fnmatchcase(text, stem + " *")
-
-
-def _pieces(command: str) -> list[str]:
-    """The command, the one inside its wrapper, and each one its shell line would run, each
-    as words joined by single spaces: a denylist pattern is held against them all."""
-    text = command.strip()
-    inner = _unwrapped(text) or text
-    found = [text, inner, *_OPERATORS.split(inner)]
-    return [" ".join(_split(p) or p.split()) for p in found if p.strip()]
-
 
 def refusal(command: str, allowed: Iterable[str], denied: Iterable[str]) -> str | None:
-    """Why a command a CLI ran is refused, or None when it may run: a denylist pattern names
-    it or a command within it (checked first), or its words do not start with the words of
-    an allowed command, or it holds shell syntax."""
-    patterns = list(denied)
-    for piece in _pieces(command):
-        hit = next((p for p in patterns if matches(piece, p)), None)
-        if hit is not None:
-            return f"the policy denies ({hit})"
-    words = _plain(command)
-    if words is None or not any(words[: len(c.split())] == c.split() for c in allowed):
-        return "not on the allowlist"
-    return None
+    """Why a command a CLI ran is refused, or None when it may run: it is too long to check,
+    a denylist pattern names a command it may run, in any form (checked first:
+    commands.denial), no allowed prefix names it with every option in it that runs another
+    program (commands.allowance), or it holds shell syntax."""
+    if len(command.split()) > commands.MAX_WORDS:  # the checks take time as its square
+        return f"over {commands.MAX_WORDS} words, more than harness checks"
+    hit = commands.denial(command, denied)
+    if hit is not None:
+        return f"the policy denies ({hit})"
+    words = commands.plain(command)
+    return "not on the allowlist" if words is None else commands.allowance(words, allowed)
 
 
 # -- paths ------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness import policy
+from harness.commands import denial, matches
 from harness.errors import InvalidInput
 from harness.layout import Layout
 from harness.registry import Agent
@@ -309,27 +310,6 @@ def test_a_command_is_checked_deny_first(command: str, why: str | None) -> None:
     assert policy.refusal(command, ("git", "sudo"), denied) == why
 
 
-@pytest.mark.parametrize(
-    ("text", "pattern", "hit"),
-    [
-        ("ls", "ls *", True),
-        ("ls -la", "ls *", True),
-        ("lsof", "ls *", False),
-        ("git log", "git log", True),
-        ("git log -3", "git log", True),
-        ("git logs", "git log", False),
-        ("git push origin main", "git * main", True),
-        ("anything at all", "*", True),
-        ("rm -rf /tmp", "rm -rf /", False),
-        ("rm -rf /tmp", "rm -rf /*", True),
-    ],
-)
-def test_a_pattern_names_the_commands_starting_with_its_words(
-    text: str, pattern: str, hit: bool
-) -> None:
-    assert policy.matches(text, pattern) is hit
-
-
 WORDS = st.sampled_from(["git", "push", "ls", "-la", "rm", "x", "main"])
 PATTERNS = st.lists(st.sampled_from(["git", "push", "ls", "*", "x", "g*", "-la"]), min_size=1).map(
     " ".join
@@ -340,11 +320,13 @@ PATTERNS = st.lists(st.sampled_from(["git", "push", "ls", "*", "x", "g*", "-la"]
 @given(st.lists(WORDS, min_size=1, max_size=5), st.lists(PATTERNS, max_size=4))
 def test_deny_always_wins_over_allow(words: list[str], denied: list[str]) -> None:
     command = " ".join(words)
-    named = any(policy.matches(command, p) for p in denied)
+    named = denial(command, denied)
+    if any(matches(command, p) for p in denied):  # named as written: in any form too
+        assert named is not None
     why = policy.refusal(command, [command], denied)  # allowed by the registry outright
-    assert (why is None) is not named
-    if named:
-        assert why is not None and why.startswith("the policy denies")
+    assert (why is not None and why.startswith("the policy denies")) is (named is not None)
+    if named is None:
+        assert why is None or why.startswith("not on the allowlist: ")  # an option it holds
 
 
 @FAST
@@ -361,14 +343,36 @@ def test_the_policy_only_takes_commands_away(
     eff = policy.Policy(default_deny, {"bash": bash}).effective(listed)
     for command in eff.commands:
         assert command in listed
-        assert not any(policy.matches(command, p) for p in deny)
-        assert any(policy.matches(command, p) for p in allow or ["*"])
-        # What it keeps runs, whatever follows the kept words, unless the denylist says not.
-        longer = command + " --flag"
-        refused = any(policy.matches(longer, p) for p in deny)
+        assert denial(command, deny) is None
+        assert any(matches(command, p) for p in allow or ["*"])
+        # What it keeps runs, whatever plain word follows the kept words, unless the
+        # denylist says not.
+        longer = command + " main"
+        refused = denial(longer, deny) is not None
         assert (policy.refusal(longer, eff.commands, eff.denied) is None) is not refused
     if allow is None and default_deny:
         assert eff.commands == ()
+
+
+@pytest.mark.parametrize(
+    ("listed", "kept"),
+    [
+        ("git status", True),
+        ("git --no-pager push", False),
+        ("git -c core.pager=less push origin", False),
+        ("env git push", False),
+        ("/usr/bin/git push", False),
+        ("git -C sub status", True),
+        ("python -B -m pip", False),
+        ("python -m pytest", True),
+    ],
+)
+def test_a_registry_command_is_kept_only_when_no_form_of_it_is_denied(
+    listed: str, kept: bool
+) -> None:
+    bash = {"allowlist": ["*"], "denylist": ["git push *", "python -m pip *"]}
+    eff = policy.Policy(False, {"bash": bash}).effective([listed])
+    assert (eff.commands == (listed,)) is kept
 
 
 # -- paths --------------------------------------------------------------------------------------
@@ -684,6 +688,34 @@ def test_a_command_the_policy_allows_completes(
         assert "Bash(git push:*)" in argv[argv.index("--disallowedTools") + 1].split(",")
         assert "Never run (refused): git push *" in call["stdin"]
     assert_replays_and_audits(sample)
+
+
+@pytest.mark.parametrize(
+    ("name", "command", "why"),
+    [
+        ("codex", "git -c core.pager=x push origin main", "the policy denies (git push *)"),
+        ("claude", "git --no-pager push origin main", "the policy denies (git push *)"),
+        ("codex", "git -c core.pager=x log", "-c core.pager=x sets a git setting"),
+        ("claude", "git -c core.sshCommand=x fetch", "-c core.sshCommand=x sets a git setting"),
+        # The twins: options that only change what git shows, before an allowed subcommand.
+        ("codex", "git --no-pager -c color.ui=never status --short", None),
+        ("claude", "git -c core.pager=cat --no-pager log -3", None),
+    ],
+)
+def test_a_programs_own_options_get_no_command_past_the_policy(
+    sample: Sample, tmp_path: Path, name: str, command: str, why: str | None
+) -> None:
+    use(sample, name, commands=["git"])
+    set_policy(sample, NO_PUSH)
+    mode = "shell" if name == "codex" else "bash"
+    run(sample, name, mode, command, tmp_path / "log")
+    if why is None:
+        assert sample.names()[-1] == "task_completed", sample.names()
+        return
+    failed = failure(sample)
+    assert failed["details"]["kind"] == "hard"
+    assert f"{name} ran a command" in failed["error"] and why in failed["error"]
+    assert "VALUE" not in sample.git("show", "HEAD:src/calc.py")
 
 
 def test_a_command_claude_itself_denied_never_ran(sample: Sample, tmp_path: Path) -> None:

@@ -3,12 +3,13 @@ holds. The mechanism is sandbox.py; this is the policy read from the config and 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import orjson
 
-from . import files, proc, registry, sandbox, scope, sessions, worker
+from . import egress, files, proc, registry, sandbox, scope, sessions, worker
 from .config import Config
 from .layout import Layout
 from .registry import Agent
@@ -55,11 +56,19 @@ class Containment:
         scratch: Path,
     ) -> proc.Result:
         """Run the agent on the envelope staged in `staging`, in the visible files of `base`
-        (read-only: its changes travel in its answer) with a private home."""
+        (read-only: its changes travel in its answer) with a private home; under
+        `"network": "proxy"`, with a proxy of its own for the call, whose refusals join the
+        call's record (staging/egress.json) with the network it had."""
         home = _fresh(scratch / "home")
         sessions.seed(home, scratch)
         view = self.view(git, base, scratch / "view")
         box = self.box(view, home, agent)
+        proxy = None
+        if box is not None and agent.network == "proxy":
+            user_home = Path(os.environ.get("HOME", "/nonexistent"))
+            rules = egress.rules(agent.cli, worker.env_for(agent, home), agent.egress, user_home)
+            proxy = egress.Proxy(scratch / "egress", rules).start()
+            box = replace(box, egress=proxy.way_out())
         try:
             ran = worker.run(
                 agent,
@@ -71,13 +80,17 @@ class Containment:
                 box,
                 self.config.max_output_bytes,
             )
-            if agent.resume:
-                sessions.collect(agent.cli, home, scratch)
-            return ran
         finally:
+            if proxy is not None:
+                proxy.stop()  # no proxy outlives its call, however the call ended
             if box is None:
                 # A worker run bare could have written its copy: the next call starts afresh.
                 _held(view).unlink(missing_ok=True)
+        if box is not None and agent.network != "none":
+            egress.record(staging, agent.network, proxy.refused if proxy is not None else ())
+        if agent.resume:
+            sessions.collect(agent.cli, home, scratch)
+        return ran
 
     def view(self, git: Repo, base: str, folder: Path) -> Path:
         """`folder` made to hold exactly what a worker may see of `base`.

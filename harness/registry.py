@@ -10,7 +10,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from . import files, installed, proc, sandbox
+from . import egress, files, installed, proc, sandbox
 from .errors import Halted, InvalidInput
 
 # The roles every shim can take: each CLI reads, edits files and answers in JSON.
@@ -62,8 +62,9 @@ WRITE_TOOLS = frozenset({"write", "edit"})
 
 def shim_entry(name: str, agent_id: str | None = None) -> dict[str, object]:
     """A registry entry for one shim, launched from ai/agents/bin/<name>-cli. Its CLI must
-    reach its model's API, so it gets the host's network; its files stay boxed, and `cli`
-    has harness bind the CLI as installed."""
+    reach its model's API, so its network goes through harness's proxy for the call, to
+    that API only (egress.py); its files stay boxed, and `cli` has harness bind the CLI as
+    installed."""
     entry: dict[str, object] = {
         "id": agent_id or name,
         "cmd": f"ai/agents/bin/{name}-cli",
@@ -71,7 +72,7 @@ def shim_entry(name: str, agent_id: str | None = None) -> dict[str, object]:
         "version": ">=0.1",
         "capabilities": list(SHIMS[name][0]),
         "env": list(SHIMS[name][1]),
-        "network": "host",
+        "network": "proxy",
     }
     return entry
 
@@ -95,7 +96,10 @@ class Agent:
     timeouts: dict[str, float] | None
     persona: str | None = None
     commands: tuple[str, ...] = ()
-    network: bool = False  # the host's network, for a CLI that must reach its model API
+    # "none": loopback only; "proxy": only what `egress` names and the model API, through
+    # harness's proxy for the call (egress.py); "host": the host's whole network
+    network: str = "none"
+    egress: tuple[str, ...] = ()  # host:port it may reach beside its model API, under "proxy"
     read: tuple[str, ...] = ()  # host files its sandbox may read: "~/x" or an absolute path
     policy: tuple[str, ...] | None = None  # launch args from ai/policy.toml (policy.py)
     cli: str | None = None  # the agent CLI its command drives, bound as installed
@@ -133,7 +137,7 @@ class Agent:
         return sandbox.Box(
             work=work,
             home=home,
-            network=self.network,
+            network=self.network == "host",
             files=tuple(own + [Path(p) for p in self.read if not p.startswith("~/")]),
             home_files=tuple(
                 (user_home / src, dest) for src, dest in dict.fromkeys(settings + read)
@@ -184,7 +188,8 @@ def load(path: Path, root: Path, raw: bytes | None = None) -> list[Agent]:
             timeouts=a.get("timeouts"),
             persona=a.get("persona"),
             commands=tuple(a.get("commands", [])),
-            network=a.get("network", "none") == "host",
+            network=a.get("network", "none"),
+            egress=tuple(a.get("egress", [])),
             read=tuple(a.get("read", [])),
             cli=a.get("cli"),
             resume=bool(a.get("resume", False)),
@@ -198,6 +203,13 @@ def load(path: Path, root: Path, raw: bytes | None = None) -> list[Agent]:
         if agent.id in seen:
             raise InvalidInput(f"ai/agents/registry.json: duplicate agent id {agent.id!r}")
         seen.add(agent.id)
+        for target in agent.egress:
+            try:
+                egress.target_of(target)
+            except ValueError as exc:
+                raise InvalidInput(
+                    f"ai/agents/registry.json: agent {agent.id}: egress {target!r}: {exc}"
+                ) from None
         for named in agent.read:
             if not named.startswith("~/") and _exposes(Path(named), root):
                 raise InvalidInput(

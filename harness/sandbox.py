@@ -1,7 +1,8 @@
 """The boundary around everything untrusted: a bubblewrap sandbox per command.
 
 A worker and every verify command run in fresh user, mount, PID, IPC, UTS and network
-namespaces: the system read-only, one scratch folder at WORK (writable for a verify
+namespaces (an agent CLI's network namespace has one way out, through harness's proxy for the
+call: egress.py): the system read-only, one scratch folder at WORK (writable for a verify
 command; read-only for a worker, whose changes travel in its answer), a private home at
 HOME, a fresh /proc and /tmp, nothing else of the host. A small init (pid 1 inside) runs
 the command, and when it ends lists what is still alive — a setsid or double-forked daemon
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import orjson
 
+from . import forward
 from .errors import Halted
 
 WORK = Path("/sandbox/work")
@@ -34,6 +36,12 @@ BIN = Path("/sandbox/bin")  # an agent CLI and its runtime, first on PATH
 # nested in ours, and fails (docs/agent-sandboxes.md); as any other uid it starts. Fixed,
 # so nothing a command prints depends on who ran harness.
 UID = 1000
+# Where the call's proxy socket (egress.py) is seen inside, and the loopback port inside where
+# the proxy variables point: the one a proxy conventionally has.
+EGRESS_SOCKET = Path("/sandbox/egress.sock")
+PROXY_PORT = 3128
+PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
+NO_PROXY_VARS = ("NO_PROXY", "no_proxy")  # emptied: a client bypasses nothing, loopback included
 FIX = (
     'install bubblewrap (apt-get install -y bubblewrap), or set [sandbox] mode = "off" '
     "in ai/harness.toml to run uncontained"
@@ -41,10 +49,12 @@ FIX = (
 
 # pid 1 inside the sandbox; it imports nothing it can do without, as it starts every time.
 # Not dumpable, so the command can neither ptrace it nor open its
-# fds through /proc/1/fd; the report fd is closed on exec, so only init writes it.
+# fds through /proc/1/fd; the report fd is closed on exec, so only init writes it. Given a
+# forwarder's spec, it first starts forward.py's listeners (the sandbox's way out), as
+# threads of its own: no process the command could kill or count as its own.
 INIT = r"""
 import os, sys, _signal
-fd = int(sys.argv[1]); argv = sys.argv[2:]
+fd = int(sys.argv[1]); spec = sys.argv[2]; argv = sys.argv[3:]
 os.set_inheritable(fd, False)
 try:
     import ctypes
@@ -60,10 +70,19 @@ _signal.signal(15, forward)
 _signal.signal(2, forward)
 code = 127
 try:
-    # Python ignores SIGPIPE and SIGXFSZ; the command gets them back as it would from a shell.
-    pid = os.posix_spawnp(argv[0], argv, dict(os.environ), setpgroup=0, setsigdef=(13, 25))
+    if spec:
+        import json
+        ns = {}
+        exec(FORWARD, ns)
+        ns["start"](json.loads(spec))
 except OSError as exc:
-    os.write(2, f"sandbox: cannot execute {argv[0]!r}: {exc.strerror}\n".encode())
+    os.write(2, f"sandbox: no way out to the network: {exc}\n".encode())
+else:
+    try:
+        # Python ignores SIGPIPE and SIGXFSZ; the command gets them back as from a shell.
+        pid = os.posix_spawnp(argv[0], argv, dict(os.environ), setpgroup=0, setsigdef=(13, 25))
+    except OSError as exc:
+        os.write(2, f"sandbox: cannot execute {argv[0]!r}: {exc.strerror}\n".encode())
 while pid:
     try:
         done, status = os.wait()
@@ -100,6 +119,31 @@ os._exit(code if 0 <= code < 256 else 128 - code)
 
 
 @dataclass(frozen=True)
+class Egress:
+    """A sandbox's one way out to the network: the Unix socket of the call's proxy on the
+    host (egress.py), and `tunnels`, (loopback address, port, "host:port") inside, each
+    relayed as a CONNECT to that target."""
+
+    socket: Path
+    tunnels: tuple[tuple[str, int, str], ...] = ()
+
+    @property
+    def port(self) -> int:
+        """The proxy port inside: PROXY_PORT, or the first above it that no tunnel takes."""
+        taken = {port for _, port, _ in self.tunnels}
+        return next(p for p in range(PROXY_PORT, 65536) if p not in taken)
+
+    def spec(self) -> str:
+        """What init hands forward.start."""
+        listen = [["127.0.0.1", self.port, None], *(list(t) for t in self.tunnels)]
+        return orjson.dumps({"socket": str(EGRESS_SOCKET), "listen": listen}).decode()
+
+    def env(self) -> list[tuple[str, str]]:
+        url = f"http://127.0.0.1:{self.port}"
+        return [(name, url) for name in PROXY_VARS] + [(name, "") for name in NO_PROXY_VARS]
+
+
+@dataclass(frozen=True)
 class Box:
     """One command's view: `work` at WORK (read-only unless `writable`), `home` writable at
     HOME, the rest read-only.
@@ -107,12 +151,14 @@ class Box:
     `files` are host files bound read-only where they are (the worker's own program, its
     persona); `home_files` are files of the user's home a CLI needs, bound read-only at the
     same place under HOME; `binds` and `programs` are an agent CLI as installed
-    (installed.py).
+    (installed.py). `network` is the host's whole network; `egress` a way out through
+    harness's proxy for the call, in a network namespace of its own.
     """
 
     work: Path
     home: Path
     network: bool = False
+    egress: Egress | None = None
     writable: bool = True
     files: tuple[Path, ...] = ()
     home_files: tuple[tuple[Path, str], ...] = ()
@@ -206,8 +252,11 @@ def prefix(box: Box, cwd: Path, init: tuple[str, int, int] | None = None) -> lis
     """The bwrap command line that enters `box` at `cwd` (a path as seen inside).
 
     With `init` (python, report fd, info fd) the command runs under the init above, as
-    pid 1, and bwrap writes that pid's host pid to the info fd.
+    pid 1, and bwrap writes that pid's host pid to the info fd. A box's `egress` needs
+    init, which starts its forwarder.
     """
+    if box.egress is not None and init is None:
+        raise ValueError("a sandbox with a way out through a proxy runs under init")
     argv = [
         bwrap() or "bwrap",
         *(["--info-fd", str(init[2])] if init is not None else []),
@@ -248,13 +297,25 @@ def prefix(box: Box, cwd: Path, init: tuple[str, int, int] | None = None) -> lis
         argv += ["--dir", str(BIN)]
     for name, host in box.programs:
         argv += ["--symlink", str(host), str(BIN / name)]
+    spec, program = "", INIT
+    if box.egress is not None:
+        argv += ["--ro-bind", str(box.egress.socket), str(EGRESS_SOCKET)]
+        for name, value in box.egress.env():
+            argv += ["--setenv", name, value]
+        spec, program = box.egress.spec(), f"FORWARD = {_forwarder()!r}\n{INIT}"
     argv += ["--chdir", str(cwd)]
     if init is not None:
         python, fd, _ = init
-        argv += ["--as-pid-1", "--", python, "-I", "-S", "-c", INIT, str(fd)]
+        argv += ["--as-pid-1", "--", python, "-I", "-S", "-c", program, str(fd), spec]
     else:
         argv.append("--")
     return argv
+
+
+@cache
+def _forwarder() -> str:
+    """forward.py's source, which init runs in the sandbox (it cannot import harness)."""
+    return Path(forward.__file__).read_text("utf-8")
 
 
 def toolchain(hide: Iterable[Path]) -> list[Path]:

@@ -80,10 +80,10 @@ def test_init_creates_what_is_missing_and_never_overwrites(tmp_path: Path) -> No
         agents[0].env
     )
     assert {"CODEX_API_KEY", "OPENAI_BASE_URL"} <= set(agents[1].env)
-    assert [a.cli for a in agents] == ["claude", "codex"] and all(a.network for a in agents)
+    assert [a.cli for a in agents] == ["claude", "codex"]
     assert "localized-impl" in agents[1].capabilities
-    # Each CLI must reach its model's API: the host's network, its files still boxed.
-    assert all(a.network for a in agents)
+    # Each CLI must reach its model's API, and only that: through harness's proxy.
+    assert all(a.network == "proxy" for a in agents)
     assert os.access(repo.root / "ai/agents/bin/claude-cli", os.X_OK)
     assert tokens.load(repo.root / "ai/agents/write_tokens.json", repo.root) == []
 

@@ -75,7 +75,7 @@ def test_gemini_agents_import_through_the_gemini_shim(sample: Sample) -> None:
     entry = sample.read_json("ai/agents/registry.json")["agents"][-1]
     assert entry["cmd"] == "ai/agents/bin/gemini-cli" and entry["cli"] == "gemini"
     assert {"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"} <= set(entry["env"])
-    assert entry["network"] == "host"  # an imported agent's CLI must reach its model too
+    assert entry["network"] == "proxy"  # an imported agent's CLI must reach its model too
 
 
 def test_bad_agent_files_are_refused_with_nothing_written(sample: Sample) -> None:

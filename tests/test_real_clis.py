@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,9 @@ import orjson
 import pytest
 
 from harness import demo
+from harness.workers import launcher
 from tests.conftest import CLOCK, ROOT, Sample
-from tests.modelapi import ModelAPI, answer, cut, edit, error, hang
+from tests.modelapi import ModelAPI, Step, answer, cut, edit, error, hang
 
 CLIS = ROOT / "tests" / "clis" / "node_modules"
 NAMES = ("claude", "codex", "gemini")
@@ -172,6 +175,11 @@ def test_a_real_cli_edit_is_gated_checked_committed_audited_and_replayed(
     # What the CLI was told is recorded, its key never.
     assert meta["cli_argv"][0] == cli
     assert KEY not in (s.root / "ai" / "exchanges" / "demo" / call_id / "stdout.ndjson").read_text()
+    # Through harness's proxy for the call, to the model API only: nothing else was tried.
+    assert s.read_json(f"ai/exchanges/demo/{call_id}/egress.json") == {
+        "network": "proxy",
+        "refused": [],
+    }
     assert_audited_and_replayed(s, env, tmp_path)
 
 
@@ -197,7 +205,7 @@ def test_a_real_cli_that_makes_no_edit_leaves_the_subtask_not_done(
 
 # What the model API does, each time it is asked, and how harness must class the call:
 # limits, outages, cut streams and hangs may pass; a refused key will not.
-FAILURES = {
+FAILURES: dict[str, tuple[Callable[[], Step], str]] = {
     "429": (lambda: error(429, retry_after=1, times="always"), "retryable"),
     "500": (lambda: error(500, times="always"), "retryable"),
     "401": (lambda: error(401, times="always"), "hard"),
@@ -271,7 +279,7 @@ def test_a_retry_after_a_failed_test_resumes_the_clis_own_session(
     the exchanges hash the session stores harness kept. Its twin, without: afresh."""
     marker = "FIRST-ATTEMPT-MARKER"
     first = ANSWER | {"notes": [marker]}
-    script = [
+    script: list[Step] = [
         edit("src/calc.py", "    return a + b", "    return a - b"),
         answer(first),
         # The retry's copy is the base again: the failed change was never committed.
@@ -319,7 +327,7 @@ def test_a_new_user_runs_one_plan_with_a_writing_subtask_per_cli(
     three commits made by the CLIs' own edit tools, audit clean, replay identical."""
     # Each adds zero: the sample's tests (add(2, 3) == 5) pass after every step.
     steps = ["    return a + b", "    return a + b + 0", "    return a + b + 0 + 0"]
-    script = []
+    script: list[Step] = []
     for old, new in zip(steps, [*steps[1:], "    return a + b + 0 + 0 + 0"], strict=True):
         script += [edit("src/calc.py", old, new), answer(ANSWER)]
     with ModelAPI(script) as api:
@@ -352,3 +360,85 @@ def test_a_new_user_runs_one_plan_with_a_writing_subtask_per_cli(
     agents = [e["details"]["subagent"] for e in s.events() if e["event"] == "subagent_invoked"]
     assert agents == list(NAMES)
     assert_audited_and_replayed(s, env, tmp_path)
+
+
+# A launcher that first tries what a hijacked agent would, beside its CLI in the sandbox:
+# another service on the host's 127.0.0.1 through the proxy and straight, and the cloud's
+# metadata address; then starts the shim as `harness init`'s launcher does.
+NOSY = r"""import os, socket, sys
+other = int(sys.argv[1])
+proxy = os.environ.get("HTTPS_PROXY", "").rpartition(":")[2]
+asks = [f"CONNECT 127.0.0.1:{other} HTTP/1.1", "GET http://169.254.169.254/latest/ HTTP/1.1"]
+for ask in asks if proxy else []:
+    with socket.create_connection(("127.0.0.1", int(proxy)), timeout=5) as conn:
+        conn.sendall(ask.encode() + b"\r\n\r\n")
+        print(ask, "->", conn.recv(100).split(b"\r\n")[0].decode(), file=sys.stderr)
+try:
+    socket.create_connection(("127.0.0.1", other), timeout=5)
+except OSError as exc:
+    print("straight ->", exc, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("cli", NAMES)
+def test_a_proxied_cli_edits_while_its_sandbox_reaches_nothing_else(
+    cli: str, user_home: Path, tmp_path: Path
+) -> None:
+    """The default network of `harness init`'s entries: the CLI's edit completes through
+    the proxy, and what else its sandbox tries (another listener on the host's loopback,
+    the metadata address) is refused, never reached, and on the call's record."""
+    other = socket.create_server(("127.0.0.1", 0))
+    other.settimeout(0.1)
+    port = other.getsockname()[1]
+    with other, ModelAPI([edit(*EDIT), answer(ANSWER)]) as api:
+        env = user_env(user_home, api.url)
+        s = new_repository(tmp_path, env)
+        nosy = launcher(cli).replace("exec ", f"\"$HARNESS_PYTHON\" -I -c '{NOSY}' {port}\nexec ")
+        (s.root / "ai" / "agents" / "bin" / f"{cli}-cli").write_text(nosy)
+        plan_for(s, cli)
+        done = s.cli("run", "demo", env=env, timeout=300)
+        assert done.returncode == 0, done.stderr + done.stdout
+        assert api.remaining() == []
+        with pytest.raises(TimeoutError):
+            other.accept()  # nobody ever came
+    assert "return a + b + 0" in (s.root / "src" / "calc.py").read_text()
+    (call_id,) = [e["details"]["call_id"] for e in s.events() if e["event"] == "subagent_invoked"]
+    exchange = f"ai/exchanges/demo/{call_id}"
+    assert s.read_json(f"{exchange}/egress.json") == {
+        "network": "proxy",
+        "refused": sorted([f"127.0.0.1:{port}", "169.254.169.254:80"]),
+    }
+    said = (s.root / exchange / "stderr.log").read_text()
+    assert f"CONNECT 127.0.0.1:{port} HTTP/1.1 -> HTTP/1.1 403 Forbidden" in said
+    assert "straight -> [Errno 111] Connection refused" in said  # its own loopback: nobody
+    assert_audited_and_replayed(s, env, tmp_path)
+
+
+def outward_address() -> str | None:
+    """An address of this machine that is not loopback, if it has a route out."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("203.0.113.1", 9))  # TEST-NET-3: nothing is sent
+        except OSError:
+            return None
+        found: str = probe.getsockname()[0]
+    return None if found.startswith("127.") else found
+
+
+@pytest.mark.parametrize("cli", NAMES)
+def test_a_real_cli_reaches_a_model_api_off_loopback_only_through_the_proxy(
+    cli: str, user_home: Path, tmp_path: Path
+) -> None:
+    """A model API on an address the sandbox has no route to (no tunnel either): each CLI
+    gets there through HTTPS_PROXY and friends, or not at all."""
+    address = outward_address()
+    if address is None:
+        pytest.skip("this machine has no address but loopback")
+    with ModelAPI([edit(*EDIT), answer(ANSWER)], host=address) as api:
+        env = user_env(user_home, api.url)
+        s = new_repository(tmp_path, env)
+        plan_for(s, cli)
+        done = s.cli("run", "demo", env=env, timeout=300)
+        assert done.returncode == 0, done.stderr + done.stdout
+        assert api.remaining() == []
+    assert "return a + b + 0" in (s.root / "src" / "calc.py").read_text()

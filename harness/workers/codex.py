@@ -182,6 +182,8 @@ def _common(env: shim.Envelope) -> list[str]:
         'web_search="disabled"',
         "-c",
         "mcp_servers={}",  # no MCP server the user's config names starts for a role
+        "-c",
+        "analytics.enabled=false",  # no traffic beside the model's (its proxy would refuse it)
         *(a for name in OFF for a in ("-c", f"features.{name}=false")),
         "--json",
         "--skip-git-repo-check",  # the sandbox is a git repo, but its trust is not configured

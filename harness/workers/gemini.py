@@ -157,6 +157,8 @@ def settings(
     doc: dict[str, Any] = {
         "general": {"maxAttempts": OWN_ATTEMPTS},
         "tools": {"exclude": excluded},
+        # No usage statistics: no traffic beside the model's (its proxy would refuse it).
+        "privacy": {"usageStatisticsEnabled": False},
     }
     if turns is not None:
         doc["model"] = {"maxSessionTurns": turns}

@@ -178,7 +178,7 @@ class Policy:
 
 def load(layout: Layout) -> Policy | None:
     """ai/policy.toml read and checked; None when there is none (no policy: as before)."""
-    raw = files.read_regular(layout.policy, LABEL)
+    raw = files.read_regular(layout.policy, LABEL, layout.root)
     if raw is None:
         return None
     try:

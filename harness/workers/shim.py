@@ -382,6 +382,11 @@ def render(env: Envelope, brief: str, launch: Launch) -> str:
         lines += ["", "Shell commands you may run (no network): " + "; ".join(launch.commands)]
         if launch.policy is not None and launch.policy.denied:
             lines += ["Never run (refused): " + "; ".join(launch.policy.denied)]
+        lines += [  # what commands.py refuses, said first: a refused command costs the answer
+            "Each is a prefix: add arguments after it, but no option that runs another program",
+            "or loads code (git -c, --exec-path; pytest -p; python -c), nor a wrapper",
+            "(env, timeout, bash -c): such a command is refused, and with it your answer.",
+        ]
     else:
         lines += ["", "Do not run shell commands."]
     if "verdict" in p["expected"]["fields"]:  # a supervisor's call (harness/supervision.py)

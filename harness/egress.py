@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import files, sandbox
+from .errors import Halted
 from .forward import relay, shut
 
 # Each CLI's model API, allowed when nothing points the CLI elsewhere.
@@ -197,7 +198,8 @@ class Proxy:
         self.folder, self.rules, self.resolve = folder, rules, resolve
         self._refused: set[str] = set()
         self._lock = threading.Lock()
-        self._live: set[socket.socket] = set()
+        self._live: set[socket.socket] = set()  # the clients' connections
+        self._upstream: set[socket.socket] = set()  # and those the proxy opened for them
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._server: socket.socket | None = None
@@ -212,17 +214,22 @@ class Proxy:
             return sorted(self._refused)
 
     def start(self) -> Proxy:
-        files.wipe(self.folder)
-        self.folder.mkdir(mode=0o700, parents=True)
-        self.folder.chmod(0o700)  # whatever the umask
+        """Listening, or Halted saying why not: no call runs without its proxy."""
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            # Through the folder's descriptor: a socket's path may hold 107 bytes, and a
-            # repository's state folder can lie deeper than that.
-            server.bind(f"/proc/self/fd/{fd}/{SOCKET}")
-        finally:
-            os.close(fd)
+            files.wipe(self.folder)
+            self.folder.mkdir(mode=0o700, parents=True)
+            self.folder.chmod(0o700)  # whatever the umask
+            fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                # Through the folder's descriptor: a socket's path may hold 107 bytes, and a
+                # repository's state folder can lie deeper than that.
+                server.bind(f"/proc/self/fd/{fd}/{SOCKET}")
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            server.close()
+            raise Halted(f"the egress proxy cannot listen in {self.folder}: {exc}") from None
         server.listen(MAX_CONNECTIONS)
         server.settimeout(0.1)  # so the accepting thread sees stop()
         self._server = server
@@ -255,7 +262,7 @@ class Proxy:
         self._stopping.set()
         self._join(time.monotonic() + STOP_GRACE_S)
         with self._lock:
-            live = list(self._live)
+            live = [*self._live, *self._upstream]
         for conn in live:
             shut(conn)
         self._join(time.monotonic() + STOP_GRACE_S)
@@ -291,7 +298,12 @@ class Proxy:
             if crowded:
                 conn.close()
                 continue
-            self._spawn(self._serve, conn)
+            try:
+                self._spawn(self._serve, conn)
+            except RuntimeError:  # no thread to be had now: this one is closed unanswered
+                with self._lock:
+                    self._live.discard(conn)
+                conn.close()
 
     def _refuse(self, what: str) -> None:
         with self._lock:
@@ -333,12 +345,12 @@ class Proxy:
     def _relay(self, conn: socket.socket, up: socket.socket) -> None:
         conn.settimeout(None)
         with self._lock:
-            self._live.add(up)
+            self._upstream.add(up)
         try:
             relay(conn, up)
         finally:
             with self._lock:
-                self._live.discard(up)
+                self._upstream.discard(up)
 
     # -- HTTP -----------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ host's 127.0.0.1 and nothing else, each refusal on the call's record."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -19,7 +20,7 @@ import pytest
 
 from harness import config, egress, registry, sandbox
 from harness.contain import Containment
-from harness.errors import InvalidInput
+from harness.errors import Halted, InvalidInput
 from harness.layout import Layout
 from harness.registry import Agent
 from harness.repo import Repo
@@ -267,7 +268,8 @@ class Listener:
         self.seen: list[bytes] = []
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port: int = self.server.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
 
     def _serve(self) -> None:
         while True:
@@ -294,9 +296,14 @@ class Listener:
                     % (len(body), body)
                 )
             except OSError:
-                pass
+                pass  # a client that went away: nothing to answer
 
     def close(self) -> None:
+        # Woken and gone before the socket closes: an accept() still waiting on a closed
+        # descriptor would take connections meant for the next test's socket there.
+        with contextlib.suppress(OSError):
+            self.server.shutdown(socket.SHUT_RDWR)
+        self.thread.join(5)
         self.server.close()
 
 
@@ -671,7 +678,7 @@ proxy = os.environ.get("HTTPS_PROXY", "")
 port = int(proxy.rpartition(":")[2]) if proxy else 0
 
 def talk(conn, data, then=b"ping"):
-    conn.settimeout(10)
+    conn.settimeout(2)
     conn.sendall(data)
     got = conn.recv(4096)
     if then and got.startswith(b"HTTP/1.1 200 Connection"):
@@ -685,7 +692,7 @@ def attempt(how, target_port, address="127.0.0.1", name=None):
     target = f"{name or address}:{target_port}"
     try:
         if how == "direct":
-            conn = socket.create_connection((address, target_port), timeout=5)
+            conn = socket.create_connection((address, target_port), timeout=1)
             return talk(conn, b"ping", b"")
         if how == "socket":
             conn = socket.socket(socket.AF_UNIX)
@@ -784,7 +791,7 @@ def test_a_sandboxed_program_reaches_its_model_api_and_nothing_else(
         "proxy to a name": "HTTP/1.1 403 Forbidden",
         "straight out": "ENETUNREACH",
     }
-    assert other.seen == [] and len(ok.seen) == 3
+    assert other.seen == [] and len(ok.seen) == 3, ok.seen
     # Each refusal is on the call's record, once, sorted, nothing of the host's making.
     assert record == {
         "network": "proxy",
@@ -824,3 +831,9 @@ def test_calls_at_once_in_sandboxes_keep_their_own_proxies(
         assert seen["proxy to another listener"] == "HTTP/1.1 403 Forbidden"
         assert record is not None and f"127.0.0.1:{other.port}" in record["refused"]
     assert other.seen == []
+
+
+def test_a_proxy_that_cannot_listen_halts_the_call(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(Halted, match="egress proxy cannot listen"):
+        egress.Proxy(tmp_path / "a-file" / "egress", egress.Rules()).start()

@@ -7,14 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from harness import proc, sandbox
+from harness import egress, proc, sandbox
 from harness.errors import Halted
 
 
-def sh(box: sandbox.Box, command: str, **kw: float) -> tuple[proc.Result, str]:
+def sh(
+    box: sandbox.Box, command: str, soft_s: float | None = None, hard_s: float | None = None
+) -> tuple[proc.Result, str]:
     out = box.work.parent / "out"
+    env = proc.base_env(box.home)
     res = proc.shell(
-        command, cwd=box.work, env=proc.base_env(box.home), stdout=out, stderr=out, box=box, **kw
+        command,
+        cwd=box.work,
+        env=env,
+        stdout=out,
+        stderr=out,
+        box=box,
+        soft_s=soft_s,
+        hard_s=hard_s,
     )
     return res, out.read_text()
 
@@ -112,3 +122,48 @@ def test_a_command_gets_sigpipe_back(box: sandbox.Box) -> None:
     """Python ignores SIGPIPE; a pipeline inside must end quietly, as it does from a shell."""
     res, out = sh(box, "yes | head -n 1")
     assert res.code == 0 and out == "y\n"
+
+
+def test_a_way_out_is_loopback_and_the_proxy_variables_only(
+    box: sandbox.Box, tmp_path: Path
+) -> None:
+    """A box with an egress keeps its own network namespace (loopback only); the command
+    sees the proxy variables, the socket it reaches the proxy by and nothing of the folder
+    that holds it; the forwarder is threads of init, so no process is left behind."""
+    proxy = egress.Proxy(tmp_path / "state" / "egress", egress.Rules()).start()
+    try:
+        boxed = replace(box, egress=proxy.way_out())
+        res, out = sh(
+            boxed,
+            "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; env | grep -i _proxy= | sort; "
+            f"test -S {sandbox.EGRESS_SOCKET} && echo socket; ls {tmp_path}/state || echo hidden",
+        )
+    finally:
+        proxy.stop()
+    url = "http://127.0.0.1:3128"
+    assert out.splitlines() == [
+        "lo",
+        f"ALL_PROXY={url}",
+        f"HTTPS_PROXY={url}",
+        f"HTTP_PROXY={url}",
+        "NO_PROXY=",
+        f"all_proxy={url}",
+        f"http_proxy={url}",
+        f"https_proxy={url}",
+        "no_proxy=",
+        "socket",
+        f"ls: cannot access '{tmp_path}/state': No such file or directory",
+        "hidden",
+    ]
+    assert res.code == 0 and not res.leaked
+
+
+def test_the_proxy_port_is_one_no_tunnel_takes(tmp_path: Path) -> None:
+    way = sandbox.Egress(tmp_path / "s", (("127.0.0.1", 3128, "x:3128"), ("::1", 3129, "x:3129")))
+    assert way.port == 3130 and ("HTTPS_PROXY", "http://127.0.0.1:3130") in way.env()
+    assert sandbox.Egress(tmp_path / "s").port == sandbox.PROXY_PORT
+
+
+def test_a_box_with_a_way_out_runs_under_init(box: sandbox.Box, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="init"):
+        sandbox.prefix(replace(box, egress=sandbox.Egress(tmp_path / "s")), sandbox.WORK)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from . import egress, files, proc, registry, sandbox, scope, sessions, worker
+from . import egress, files, proc, proxy, registry, sandbox, scope, sessions, worker
 from .config import Config
 from .layout import Layout
 from .registry import Agent
@@ -63,12 +63,12 @@ class Containment:
         sessions.seed(home, scratch)
         view = self.view(git, base, scratch / "view")
         box = self.box(view, home, agent)
-        proxy = None
+        running = None
         if box is not None and agent.network == "proxy":
             user_home = Path(os.environ.get("HOME", "/nonexistent"))
             rules = egress.rules(agent.cli, worker.env_for(agent, home), agent.egress, user_home)
-            proxy = egress.Proxy(scratch / "egress", rules).start()
-            box = replace(box, egress=proxy.way_out())
+            running = proxy.Proxy(scratch / "egress", rules).start()
+            box = replace(box, egress=running.way_out())
         try:
             ran = worker.run(
                 agent,
@@ -81,13 +81,13 @@ class Containment:
                 self.config.max_output_bytes,
             )
         finally:
-            if proxy is not None:
-                proxy.stop()  # no proxy outlives its call, however the call ended
+            if running is not None:
+                running.stop()  # no proxy outlives its call, however the call ended
             if box is None:
                 # A worker run bare could have written its copy: the next call starts afresh.
                 _held(view).unlink(missing_ok=True)
         if box is not None and agent.network != "none":
-            egress.record(staging, agent.network, proxy.refused if proxy is not None else ())
+            egress.record(staging, agent.network, running.refused if running is not None else ())
         if agent.resume:
             sessions.collect(agent.cli, home, scratch)
         return ran

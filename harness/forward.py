@@ -2,14 +2,14 @@
 
 An agent whose entry says `"network": "proxy"` has a network namespace of its own, with
 loopback only. Its one way out is the Unix socket of the proxy harness runs for the call
-(egress.py), bound into the sandbox. The sandbox's init (sandbox.py) runs this source itself,
+(proxy.py), bound into the sandbox. The sandbox's init (sandbox.py) runs this source itself,
 in the sandbox's namespace, before the command starts, so it imports only the standard
 library: at the proxy port, where HTTPS_PROXY and its twins point, each connection is relayed
 to the proxy as it comes; at a tunnel, the loopback port of a base URL on the host, it is
 relayed as a CONNECT to that host:port, for a client that goes to its base URL directly
 rather than through a proxy. The proxy decides either way.
 
-egress.py's proxy relays with `relay` too.
+proxy.py relays with `relay` too.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import contextlib
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 CHUNK = 64 << 10
@@ -25,12 +26,24 @@ CHUNK = 64 << 10
 HEAD = 16 << 10
 
 
-def relay(a: socket.socket, b: socket.socket) -> None:
+def relay(
+    a: socket.socket,
+    b: socket.socket,
+    head: Callable[[socket.socket, socket.socket], None] | None = None,
+) -> None:
     """Copy both ways, one thread each (neither waits on the other's peer), until both sides
-    have ended; an end of one side is passed on as a half-close. Closes both."""
-    other = threading.Thread(target=_pump, args=(b, a), daemon=True)
+    have ended; an end of one side is passed on as a half-close. Closes both. `head`, given,
+    passes the start of what `b` says on to `a` itself (proxy.py rewrites a response's head)
+    before the copying that way begins."""
+    other = threading.Thread(target=_pump, args=(a, b), daemon=True)
     other.start()
-    _pump(a, b)
+    try:
+        if head is not None:
+            head(b, a)
+    except OSError:
+        shut(a)
+        shut(b)
+    _pump(b, a)
     other.join()
     a.close()
     b.close()

@@ -2,7 +2,7 @@
 
 A worker and every verify command run in fresh user, mount, PID, IPC, UTS and network
 namespaces (an agent CLI's network namespace has one way out, through harness's proxy for the
-call: egress.py): the system read-only, one scratch folder at WORK (writable for a verify
+call: proxy.py): the system read-only, one scratch folder at WORK (writable for a verify
 command; read-only for a worker, whose changes travel in its answer), a private home at
 HOME, a fresh /proc and /tmp, nothing else of the host. A small init (pid 1 inside) runs
 the command, and when it ends lists what is still alive — a setsid or double-forked daemon
@@ -36,7 +36,7 @@ BIN = Path("/sandbox/bin")  # an agent CLI and its runtime, first on PATH
 # nested in ours, and fails (docs/agent-sandboxes.md); as any other uid it starts. Fixed,
 # so nothing a command prints depends on who ran harness.
 UID = 1000
-# Where the call's proxy socket (egress.py) is seen inside, and the loopback port inside where
+# Where the call's proxy socket (proxy.py) is seen inside, and the loopback port inside where
 # the proxy variables point: the one a proxy conventionally has.
 EGRESS_SOCKET = Path("/sandbox/egress.sock")
 PROXY_PORT = 3128
@@ -121,7 +121,7 @@ os._exit(code if 0 <= code < 256 else 128 - code)
 @dataclass(frozen=True)
 class Egress:
     """A sandbox's one way out to the network: the Unix socket of the call's proxy on the
-    host (egress.py), and `tunnels`, (loopback address, port, "host:port") inside, each
+    host (proxy.py), and `tunnels`, (loopback address, port, "host:port") inside, each
     relayed as a CONNECT to that target."""
 
     socket: Path

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import egress, proc, sandbox
+from harness import egress, proc, proxy, sandbox
 from harness.errors import Halted
 
 
@@ -130,16 +130,16 @@ def test_a_way_out_is_loopback_and_the_proxy_variables_only(
     """A box with an egress keeps its own network namespace (loopback only); the command
     sees the proxy variables, the socket it reaches the proxy by and nothing of the folder
     that holds it; the forwarder is threads of init, so no process is left behind."""
-    proxy = egress.Proxy(tmp_path / "state" / "egress", egress.Rules()).start()
+    running = proxy.Proxy(tmp_path / "state" / "egress", egress.Rules()).start()
     try:
-        boxed = replace(box, egress=proxy.way_out())
+        boxed = replace(box, egress=running.way_out())
         res, out = sh(
             boxed,
             "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; env | grep -i _proxy= | sort; "
             f"test -S {sandbox.EGRESS_SOCKET} && echo socket; ls {tmp_path}/state || echo hidden",
         )
     finally:
-        proxy.stop()
+        running.stop()
     url = "http://127.0.0.1:3128"
     assert out.splitlines() == [
         "lo",

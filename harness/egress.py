@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
+
 from . import files
 
 # Each CLI's model API, allowed when nothing points the CLI elsewhere.
@@ -163,6 +165,20 @@ def _codex_provider(home: Path) -> list[str]:
     chosen = providers.get(name) if isinstance(providers, dict) and isinstance(name, str) else None
     url = chosen.get("base_url") if isinstance(chosen, dict) else None
     return [url] if isinstance(url, str) else []
+
+
+def refused(data: bytes) -> list[str]:
+    """The targets a call's record says its proxy refused; [] for none, for no record, or
+    for a record that is not the one `record` writes (a forged one is the audit's to judge,
+    by meta.json's hashes)."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return []
+    found = doc.get("refused") if isinstance(doc, dict) else None
+    if not isinstance(found, list) or not all(isinstance(t, str) for t in found):
+        return []
+    return found
 
 
 def record(folder: Path, network: str, refused: Iterable[str] = ()) -> None:

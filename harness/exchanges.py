@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from . import __version__, files, metrics, schemas
+from . import __version__, egress, files, metrics, schemas
 from .envelope import Call
 from .errors import InvalidInput
 from .ledger import Ledger, digest
@@ -30,6 +30,11 @@ class Exchange:
     @property
     def stdout(self) -> bytes:
         return self.contents.get("stdout.ndjson", b"")
+
+    @property
+    def refused(self) -> list[str]:
+        """Where the agent's network reached and the call's proxy refused it."""
+        return egress.refused(self.contents.get(egress.RECORD, b""))
 
     def artifacts(self) -> dict[str, str]:
         return {

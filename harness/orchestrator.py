@@ -21,6 +21,7 @@ from . import (
     budgets,
     checklist,
     diffgate,
+    egress,
     envelope,
     exchanges,
     files,
@@ -1073,6 +1074,11 @@ class Subtask:
                 made["session"] = {"sha256": kept, **({"resumed": resumed} if resumed else {})}
             exchange = exchanges.commit(flight.staging, folder, call, outcome, made, task.ledger)
             fault("after:exchange")
+            if exchange.refused:
+                tell(
+                    f"{self.sub.id}: the agent reached for {', '.join(exchange.refused)}: "
+                    f"refused (ai/exchanges/{task.task_id}/{call.call_id}/{egress.RECORD})"
+                )
         assert exchange is not None, "the exchange was recorded or just committed"
         self.account.answered(call.call_id, exchange)
         meta = exchange.meta

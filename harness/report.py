@@ -391,6 +391,11 @@ def _exchange(folder: Path, root: Path) -> str:
         out.append("<p>No diffs.</p>")
     evidence = exchanges.evidence(folder, root)
     out.append(_checks({n: d for n, d in sorted(evidence.items()) if n.endswith(".json")}))
+    if found.refused:
+        out.append(
+            '<p class="error">Network refused (the call\'s proxy): '
+            f"{_e(', '.join(found.refused))}</p>"
+        )
     stderr = found.contents.get("stderr.log", b"")
     if stderr:
         out.append(

@@ -263,8 +263,20 @@ def test_the_record_says_the_network_and_what_was_refused(tmp_path: Path) -> Non
         "network": "proxy",
         "refused": ["a.example:443", "b.example:443"],
     }
+    assert egress.refused((tmp_path / egress.RECORD).read_bytes()) == [
+        "a.example:443",
+        "b.example:443",
+    ]
     egress.record(tmp_path, "host")
     assert orjson.loads((tmp_path / egress.RECORD).read_bytes()) == {"network": "host"}
+    assert egress.refused((tmp_path / egress.RECORD).read_bytes()) == []
+
+
+@pytest.mark.parametrize(
+    "forged", [b"", b"not json", b"[]", b'{"refused": "a:1"}', b'{"refused": [1, "a:1"]}']
+)
+def test_a_record_not_as_written_refuses_nothing_to_tell(forged: bytes) -> None:
+    assert egress.refused(forged) == []
 
 
 # -- a program in a real sandbox ------------------------------------------------------------

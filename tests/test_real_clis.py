@@ -404,10 +404,13 @@ def test_a_proxied_cli_edits_while_its_sandbox_reaches_nothing_else(
     assert "return a + b + 0" in (s.root / "src" / "calc.py").read_text()
     (call_id,) = [e["details"]["call_id"] for e in s.events() if e["event"] == "subagent_invoked"]
     exchange = f"ai/exchanges/demo/{call_id}"
-    assert s.read_json(f"{exchange}/egress.json") == {
-        "network": "proxy",
-        "refused": sorted([f"127.0.0.1:{port}", "169.254.169.254:80"]),
-    }
+    refused = sorted([f"127.0.0.1:{port}", "169.254.169.254:80"])
+    assert s.read_json(f"{exchange}/egress.json") == {"network": "proxy", "refused": refused}
+    told = f"T1: the agent reached for {', '.join(refused)}: refused ({exchange}/egress.json)"
+    assert told in done.stderr
+    page = tmp_path / "report.html"
+    assert s.cli("report", "demo", "-o", str(page), env=env).returncode == 0
+    assert f"Network refused (the call's proxy): {', '.join(refused)}" in page.read_text()
     said = (s.root / exchange / "stderr.log").read_text()
     assert f"CONNECT 127.0.0.1:{port} HTTP/1.1 -> HTTP/1.1 403 Forbidden" in said
     assert "straight -> [Errno 111] Connection refused" in said  # its own loopback: nobody

@@ -7,7 +7,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -183,27 +183,35 @@ def _is_link(name: str, dir_fd: int) -> bool:
     return False
 
 
-def _open_inside(root: Path, rel: str) -> int | str:
-    """A descriptor on the regular file `rel` below `root`, or why there is none.
+def _descend(root: Path, parts: Sequence[str]) -> int | tuple[str, str]:
+    """A descriptor on the folder `parts` names below `root`, each folder on the way opened
+    through its parent's descriptor with O_NOFOLLOW, so a committed symlink at any component
+    (ai/exchanges -> /elsewhere) is never followed, however the tree is swapped meanwhile; or
+    (the first component that is not a plain folder, why: MISSING when it is not there)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for depth, name in enumerate(parts):
+        inner = _open_dir(name, fd)
+        os.close(fd)
+        if isinstance(inner, str):
+            return "/".join(parts[: depth + 1]), inner
+        fd = inner
+    return fd
 
-    Every folder on the way is opened through its parent's descriptor with O_NOFOLLOW, so a
-    committed symlink at any component (ai/exchanges -> /elsewhere) is refused, not followed,
-    however the tree is swapped meanwhile; the reason names that component.
-    """
+
+def _open_inside(root: Path, rel: str) -> int | str:
+    """A descriptor on the regular file `rel` below `root`, or why there is none, naming the
+    component that is not a plain folder."""
     parts = rel.split("/")
     if not rel or ".." in parts:
         return "outside the repository"
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    folder = _descend(root, parts[:-1])
+    if isinstance(folder, tuple):
+        where, why = folder
+        return why if why == MISSING else f"{where} is {why}"
     try:
-        for depth, name in enumerate(parts[:-1]):
-            inner = _open_dir(name, fd)
-            if isinstance(inner, str):
-                return inner if inner == MISSING else f"{'/'.join(parts[: depth + 1])} is {inner}"
-            os.close(fd)
-            fd = inner
-        return _open_regular(parts[-1], fd)
+        return _open_regular(parts[-1], folder)
     finally:
-        os.close(fd)
+        os.close(folder)
 
 
 def check_folders(root: Path, path: Path) -> None:
@@ -215,21 +223,14 @@ def check_folders(root: Path, path: Path) -> None:
         parts = path.relative_to(root).parts[:-1]
     except ValueError:
         raise InvalidInput(f"{path}: outside the repository") from None
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for depth, name in enumerate(parts):
-            inner = _open_dir(name, fd)
-            if inner == MISSING:
-                return
-            if isinstance(inner, str):
-                where = "/".join(parts[: depth + 1])
-                raise InvalidInput(
-                    f"{where}: {inner}: harness writes only into plain folders of the repository"
-                )
-            os.close(fd)
-            fd = inner
-    finally:
-        os.close(fd)
+    folder = _descend(root, parts)
+    if isinstance(folder, int):
+        os.close(folder)
+    elif folder[1] != MISSING:
+        where, why = folder
+        raise InvalidInput(
+            f"{where}: {why}: harness writes only into plain folders of the repository"
+        )
 
 
 def _why(exc: OSError) -> str:
@@ -317,19 +318,15 @@ def walk(root: Path, rel: str) -> Iterator[tuple[str, bytes | str]]:
     so no symlink is followed however the tree is swapped meanwhile.
     """
     parts = rel.split("/")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    folder = _descend(root, parts[:-1])
+    if isinstance(folder, tuple):
+        if folder[1] != MISSING:
+            yield folder
+        return
     try:
-        for depth, name in enumerate(parts[:-1]):
-            inner = _open_dir(name, fd)
-            if isinstance(inner, str):
-                if inner != MISSING:
-                    yield "/".join(parts[: depth + 1]), inner
-                return
-            os.close(fd)
-            fd = inner
-        yield from _walk(fd, parts[-1], rel)
+        yield from _walk(folder, parts[-1], rel)
     finally:
-        os.close(fd)
+        os.close(folder)
 
 
 def _walk(parent: int, name: str, rel: str) -> Iterator[tuple[str, bytes | str]]:

@@ -106,21 +106,20 @@ class ExchangeAudit:
     def on_disk(self, names: Set[str]) -> None:
         """The named folders as the working tree has them, read from the repository's root
         down without following a symlink at any component."""
-        found: dict[str, dict[str, bytes | str]] = {}
-        for name in names:
-            with suppress(OSError):
-                if stat.S_ISDIR((self.folder / name).lstat().st_mode):
-                    found[name] = {}  # an empty folder is an exchange without its meta.json
-        cut = len(self.rel) + 1
-        for path, data in files.walk(self.root, self.rel):
-            name, _, inner = path[cut:].partition("/")
-            if len(path) < cut:
-                why = data if isinstance(data, str) else "a file"
-                self.add("exchange", None, f"{path} is {why}, not a plain folder: not read")
-                return
-            if name in names:
-                found.setdefault(name, {})[inner] = data
-        for name, contents in sorted(found.items()):
+        for name in sorted(names):
+            rel = f"{self.rel}/{name}"
+            contents: dict[str, bytes | str] = {}
+            for path, data in files.walk(self.root, rel):
+                if len(path) < len(rel):
+                    why = data if isinstance(data, str) else "a file"
+                    self.add("exchange", None, f"{path} is {why}, not a plain folder: not read")
+                    return
+                contents[path[len(rel) + 1 :]] = data  # the folder itself: ""
+            if not contents:
+                with suppress(OSError):
+                    if stat.S_ISDIR((self.folder / name).lstat().st_mode):
+                        self.exchange(name, None, {})  # an exchange without its meta.json
+                continue
             if "" in contents:  # a file, a symlink, a FIFO where a folder should be
                 self.add("exchange", None, f"{self.rel}/{name} is not an exchange folder")
                 continue

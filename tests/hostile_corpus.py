@@ -506,7 +506,7 @@ HOSTILE: list[Case] = [
     Case("file_not_string", [entry(3, modify("src/app.py", APP))], "not a string"),
     Case("patch_not_string", [entry("src/app.py", [APP])], "not a string"),
     Case("patch_missing", [{"file": "src/app.py"}], "missing"),
-    # these pass the gate; `git apply --check --whitespace=error` must refuse them
+    # these pass the gate; `git apply --check` must refuse them
     Case(
         "context_mismatch",
         one("src/app.py", modify("src/app.py", APP.replace("-def add(a, b)", "-def add(x, y)"))),
@@ -514,12 +514,6 @@ HOSTILE: list[Case] = [
         stage="apply",
     ),
     Case("new_file_exists", one("src/util.py", add("src/util.py")), "", stage="apply"),
-    Case(
-        "trailing_whitespace",
-        one("src/util.py", modify("src/util.py", "@@ -1 +1 @@\n-VALUE = 1\n+VALUE = 2   \n")),
-        "",
-        stage="apply",
-    ),
     Case(
         "crlf_content",
         one("src/util.py", modify("src/util.py", "@@ -1 +1 @@\n-VALUE = 1\r\n+VALUE = 2\r\n")),
@@ -607,6 +601,22 @@ BENIGN: list[Case] = [
             entry("tests/test_more.py", add("tests/test_more.py")),
             entry("src/util.py", delete("src/util.py", DEL_UTIL)),
         ],
+        "",
+    ),
+    # Whitespace is applied as it is: tomli's fixtures need trailing blanks (417f3357e5).
+    Case(
+        "trailing_whitespace",
+        one(
+            "tests/data/trailing.toml",
+            add("tests/data/trailing.toml", '@@ -0,0 +1,2 @@\n+a = """x  \n+"""\n'),
+        ),
+        "",
+    ),
+    Case(
+        "blank_line_at_eof_and_space_before_tab",
+        one(
+            "src/util.py", modify("src/util.py", "@@ -1 +1,2 @@\n-VALUE = 1\n+VALUE = 2 \t# x\n+\n")
+        ),
         "",
     ),
 ]

@@ -184,3 +184,28 @@ def test_benign_twin_is_applied_and_committed(tmp_path: Path, case: Case) -> Non
     assert subjects == ["harness: record demo", f"localized-impl: case {case.name}"]
     assert git(root, "diff", "--name-only", base, "HEAD", "--", ".", ":(exclude)ai") != ""
     assert git(root, "status", "--porcelain") == ""
+    assert _tree(root, "HEAD") == _applied_by_git(root, base, case)
+
+
+def _tree(root: Path, commit: str) -> list[str]:
+    """Every entry of `commit`'s tree outside ai/, with its mode and blob."""
+    listing = git(root, "ls-tree", "-r", commit).splitlines()
+    return [line for line in listing if not line.split("\t", 1)[1].startswith("ai/")]
+
+
+def _applied_by_git(root: Path, base: str, case: Case) -> list[str]:
+    """The tree `git apply --cached` makes of the case's patches on `base`, on a private index."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(root.parent / "conformance.index")}
+    patch = "".join(str(d["patch"]) for d in case.diffs)
+    subprocess.run(["git", "read-tree", base], cwd=root, env=env, check=True)
+    subprocess.run(
+        ["git", "apply", "--cached", "--whitespace=nowarn", "-"],
+        cwd=root,
+        env=env,
+        input=patch.encode(),
+        check=True,
+    )
+    tree = subprocess.run(
+        ["git", "write-tree"], cwd=root, env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return _tree(root, tree)

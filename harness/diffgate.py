@@ -24,6 +24,11 @@ _MANIFEST_NAMES = (
 )
 DEFAULT_MANIFESTS: tuple[str, ...] = tuple(f"**/{name}" for name in _MANIFEST_NAMES.split())
 
+# What every common file system holds: 255 bytes a name (ext4, APFS, NTFS in UTF-16 units),
+# 1024 a path (macOS's PATH_MAX; harness also writes the tree beneath folders of its own).
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 1024
+
 Kind = Literal["add", "modify", "delete", "rename"]
 
 
@@ -277,9 +282,17 @@ def _safe_path(path: str) -> None:
         raise DiffRefused("backslash in path")
     if path.startswith("/") or _DRIVE.match(path):
         raise DiffRefused("absolute path")
+    size = len(path.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATH_BYTES:
+        raise DiffRefused(f"path too long for the file system ({size} > {MAX_PATH_BYTES} bytes)")
     for segment in path.split("/"):
         if not segment:
             raise DiffRefused("empty path segment")
+        size = len(segment.encode("utf-8", "surrogatepass"))
+        if size > MAX_NAME_BYTES:
+            raise DiffRefused(
+                f"name too long for the file system ({size} > {MAX_NAME_BYTES} bytes)"
+            )
         if segment == ".":
             raise DiffRefused("dot segment")
         # Windows drops trailing dots and spaces, so "... " may still mean ".."

@@ -322,6 +322,7 @@ class Run:
         self.free = list(range(slots))  # worker folders not in use, lowest first
         recording, limits = task.recording, budgets.limits(task.config, task.plan)
         metered = budgets.metered(limits, task.plan.subtasks)
+        self.first: list[str] = []  # landings a killed run left: taken before any call
         spent = budgets.spent(task.layout, task.task_id, task.log.events, task.config, metered)
         if recording is None:  # a replay measures no spending
             nesting.count(task.layout, task.plan, spent, task.config, metered)
@@ -346,7 +347,8 @@ class Run:
                     break
                 yield from self.nest(unit)
                 continue
-            sid = min(self.flying, key=self.position.__getitem__)
+            first = self.first.pop(0) if self.first else None
+            sid = first or min(self.flying, key=self.position.__getitem__)
             job, flight = self.flying.pop(sid)
             self.free.append(flight.slot)
             outcome = job.take(flight)
@@ -374,14 +376,19 @@ class Run:
             yield None
 
     def resume_open(self) -> None:
-        """Calls a killed run left without an outcome are taken first, whatever the slots."""
-        for sub in self.order:
-            if self.task.model.attempt(sub.id).open and sub.id not in self.flying:
+        """Calls a killed run left without an outcome are taken first, whatever the slots,
+        and a landing it left (an answer taken, its step not ended) before any of them: it
+        was taken before every call still open, so it lands first, as it would have."""
+        model = self.task.model
+        landing = [s for s in self.order if _landing(model, s.id)]
+        for sub in landing + [s for s in self.order if model.attempt(s.id).open]:
+            if sub.id not in self.flying:
                 self.begin(Subtask(self.task, sub, None, self.account, self.slots > 1))
 
     def waiting(self, sub: plan_mod.Subtask) -> bool:
         model = self.task.model
         return (
+        self.first = [s.id for s in landing if s.id in self.flying]
             sub.id not in self.busy()
             and not model.resolved(sub.id)
             and all(model.goes_on(dep) for dep in sub.depends_on)
@@ -1508,6 +1515,12 @@ NO_CHANGE_ROLES = frozenset({"review", "audit"})
 def _slot_folder(slot: int) -> str:
     """One folder per slot: a worker's copy is moved between bases, not made afresh."""
     return "worker" if slot == 0 else f"worker-{slot}"
+
+def _landing(model: protocol.Model, sid: str) -> bool:
+    """An answer was taken (it succeeded) and its step has not ended: it is landing."""
+    att = model.attempt(sid)
+    return att.has("subagent_succeeded") and att.failure is None and not model.resolved(sid)
+
 
 
 def _round_text(rounds: int, loop: plan_mod.Loop) -> str:

@@ -131,6 +131,9 @@ _QUOTED = (
 )
 _BIG = "@@ -0,0 +1,10000 @@\n" + ("+" + "x" * 99 + "\n") * 10000
 
+_LONG_NAME = "docs/" + "é" * 125  # a 250-byte name: 5 more bytes fill it, 6 are too many
+_LONG_PATH = "docs/" + "/".join(["d" * 200] * 6) + "/x.md"
+
 # git's header for a new empty file: no ---/+++, no hunk.
 EMPTY = "new file mode 100644\nindex 0000000..e69de29\n"
 
@@ -358,6 +361,8 @@ HOSTILE: list[Case] = [
         "control character",
     ),
     Case("quoted_path", one("src/é.py", _QUOTED), "quoted path"),
+    Case("name_too_long", one(_LONG_NAME + "x" * 6, add(_LONG_NAME + "x" * 6)), "name too long"),
+    Case("path_too_long", one(_LONG_PATH, add(_LONG_PATH)), "path too long"),
     Case("backslash_path", one("src\\..\\..\\evil.py", add("src\\..\\..\\evil.py")), "backslash"),
     Case(
         "missing_prefix_plain",
@@ -603,6 +608,7 @@ BENIGN: list[Case] = [
         ],
         "",
     ),
+    Case("longest_name", one(_LONG_NAME + "xxxxx", add(_LONG_NAME + "xxxxx")), ""),
     # Whitespace is applied as it is: tomli's fixtures need trailing blanks (417f3357e5).
     Case(
         "trailing_whitespace",

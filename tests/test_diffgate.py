@@ -41,6 +41,7 @@ EXPECTED: dict[str, list[tuple[str, str, str | None]]] = {
         ("add", "tests/test_more.py", None),
         ("delete", "src/util.py", None),
     ],
+    "longest_name": [("add", "docs/" + "é" * 125 + "xxxxx", None)],
     "trailing_whitespace": [("add", "tests/data/trailing.toml", None)],
     "blank_line_at_eof_and_space_before_tab": [("modify", "src/util.py", None)],
 }

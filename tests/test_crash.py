@@ -22,7 +22,7 @@ import pytest
 from harness import demo, repo
 from harness.progress import GENESIS, line_hash
 
-from .conftest import CLOCK, Sample, calc_patch, err, ok, subtask
+from .conftest import CLOCK, Sample, calc_patch, err, new_file_patch, ok, scripted, subtask
 
 PATCHED = demo.SAMPLE["src/calc.py"] + "VALUE = 1\n"
 
@@ -361,3 +361,74 @@ def test_kills_during_run_then_run_gives_the_reference_commits(
         t1,
         ref_demo.base,
     ]
+
+
+# -- kill -9 of a parallel run: plan order under any kill -----------------------------------
+
+PARALLEL_IDS = ["P1", "P2", "P3", "P4"]
+
+
+def parallel_sample(where: Path) -> Sample:
+    """Four independent subtasks, each creating its own file, for three slots: while P1
+    lands, P2, P3 and P4 are in flight (P4 launched in P1's freed slot)."""
+    where.mkdir()
+    s = scripted(where)
+    s.write_plan(
+        [
+            subtask(sid, write_scope="src/**", creates=[f"src/{sid.lower()}.py"])
+            for sid in PARALLEL_IDS
+        ]
+    )
+    s.write_script(
+        [
+            ok(sid, (path, new_file_patch(path, [f"NAME = {sid!r}"]))) | {"sleep_s": 0.2}
+            for sid in PARALLEL_IDS
+            for path in [f"src/{sid.lower()}.py"]
+        ]
+    )
+    return s
+
+
+def run_parallel(s: Sample, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    return s.cli("run", "demo", "--max-parallel", "3", env={"HARNESS_FAULT": fault or ""})
+
+
+def landed(s: Sample) -> list[tuple[str, str]]:
+    """(subtask, commit) of each subtask commit on the branch, oldest first."""
+    out = s.git("log", "--reverse", "--format=%H %(trailers:key=Harness-Subtask,valueonly)")
+    return [(sid, sha) for sha, _, sid in (row.partition(" ") for row in out.split("\n")) if sid]
+
+
+@pytest.fixture(scope="module")
+def ref_parallel(tmp_path_factory: pytest.TempPathFactory) -> Sample:
+    s = parallel_sample(tmp_path_factory.mktemp("ref-parallel") / "whole")
+    res = run_parallel(s)
+    assert res.returncode == 0, res.stderr
+    return s
+
+
+# Every fault point a parallel run passes; the first of each is hit (P1's, for a landing).
+PARALLEL_POINTS = [*SUCCESS_POINTS, "after:task_completed"]
+
+
+@pytest.mark.parametrize("point", PARALLEL_POINTS)
+def test_a_parallel_run_killed_anywhere_lands_in_plan_order(
+    tmp_path: Path, ref_parallel: Sample, point: str
+) -> None:
+    s = parallel_sample(tmp_path / "killed")
+    res = run_parallel(s, point)
+    assert res.returncode == -9, res.stderr
+    res = run_parallel(s)
+    assert res.returncode == 0, res.stderr
+    # One commit per subtask, in plan order, the very commits of a run never killed.
+    assert [sid for sid, _ in landed(s)] == PARALLEL_IDS
+    assert landed(s) == landed(ref_parallel)
+    assert s.names().count("subagent_invoked") == len(PARALLEL_IDS)
+    assert_chain(s)
+    assert s.status_outside_ai() == ""
+    res = s.cli("audit", "demo")
+    assert res.returncode == 0, res.stdout + res.stderr
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(s.root), str(clone)], check=True)
+    res = Sample(clone, s.script).cli("replay", "demo")
+    assert res.returncode == 0, res.stdout + res.stderr

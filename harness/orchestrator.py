@@ -318,11 +318,11 @@ class Run:
         self.flying: dict[str, tuple[Subtask, Flight]] = {}
         self.queued: list[Subtask] = []  # failed an attempt: their next call waits for a slot
         self.landing: str | None = None  # taken, its change being checked and committed
+        self.first: list[str] = []  # landings a killed run left: taken before any call
         self.once = False  # `next`: no new subtask once one ended
         self.free = list(range(slots))  # worker folders not in use, lowest first
         recording, limits = task.recording, budgets.limits(task.config, task.plan)
         metered = budgets.metered(limits, task.plan.subtasks)
-        self.first: list[str] = []  # landings a killed run left: taken before any call
         spent = budgets.spent(task.layout, task.task_id, task.log.events, task.config, metered)
         if recording is None:  # a replay measures no spending
             nesting.count(task.layout, task.plan, spent, task.config, metered)
@@ -384,11 +384,11 @@ class Run:
         for sub in landing + [s for s in self.order if model.attempt(s.id).open]:
             if sub.id not in self.flying:
                 self.begin(Subtask(self.task, sub, None, self.account, self.slots > 1))
+        self.first = [s.id for s in landing if s.id in self.flying]
 
     def waiting(self, sub: plan_mod.Subtask) -> bool:
         model = self.task.model
         return (
-        self.first = [s.id for s in landing if s.id in self.flying]
             sub.id not in self.busy()
             and not model.resolved(sub.id)
             and all(model.goes_on(dep) for dep in sub.depends_on)

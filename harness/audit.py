@@ -87,6 +87,9 @@ class _Audit:
         self.past_tokens: dict[str, tokens.Token] | None = None  # read on a first miss
         self.covered: dict[tuple[str, tuple[str, ...]], bool] = {}
         self.shots: dict[str, tuple[int, str, str]] = {}  # one-shot token: seq, call, commit
+        # Subtasks whose answer with a change was taken and has not landed or failed, in the
+        # order taken: answers are taken in plan order, and each lands before the next.
+        self.landing: dict[str, int] = {}
         self.model = protocol.Model()
         self.events = 0
 
@@ -282,9 +285,15 @@ class _Audit:
         if step is None:
             return
         details = ev.get("details", _NO_DETAILS)
+        if name == "subagent_succeeded" and details.get("diffs"):
+            self.landing.pop(step, None)
+            self.landing[step] = i
+        elif name in protocol.FAILURES or name == "step_failed":
+            self.landing.pop(step, None)
         if name == "subagent_invoked" and details.get("token") is not None:
             self.use_token(i, ev, step, details["token"], "invoked")
         elif name == "subagent_diffs_applied":
+            self.in_order(i, step)
             self.applied(i, ev, step, details)
             self.unapproved(i, name, step, details)
         elif name in ("step_completed", "step_failed") and "plan" in details:
@@ -293,6 +302,18 @@ class _Audit:
             self.unapproved(i, name, step, details)
         elif name == "step_approved":
             self.approved.add(str(self.model.attempt(step).call_id))
+
+    def in_order(self, i: int, step: str) -> None:
+        """A change lands only once every answer taken before it has landed or failed."""
+        taken = self.landing.pop(step, i)
+        earlier = next(iter(self.landing.items()), None)
+        if earlier is not None and earlier[1] < taken:
+            self.add(
+                "order",
+                i,
+                f"{step} landed before {earlier[0]}, whose answer was taken first (at seq "
+                f"{earlier[1]}): the subtask commits are out of plan order",
+            )
 
     def unapproved(self, i: int, name: str, step: str, d: dict[str, Any]) -> None:
         """A supervised subtask's change (or answer) counts only once a verdict approved it."""

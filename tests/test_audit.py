@@ -499,3 +499,55 @@ def test_a_log_cut_back_stays_caught_after_a_later_record_commit(repo: Sample) -
     findings = found(repo, (None, "is no line of the log: it was truncated or rewritten"))
     named = {r.split()[2] for _, r in findings if "is no line of the log" in r}
     assert gone and named == {h[:12] for h in gone}  # each lost head, the newest one kept
+
+
+# -- plan order of the subtask commits -----------------------------------------------------
+
+
+def parallel_record(s: Sample) -> list[Event]:
+    """Two independent subtasks run in two slots: both calls in flight, P1's answer taken and
+    landed first, then P2's."""
+    s.write_plan(
+        [
+            subtask(sid, write_scope="src/**", creates=[f"src/{sid.lower()}.py"])
+            for sid in ("P1", "P2")
+        ]
+    )
+    s.write_script(
+        [
+            ok(sid, (path, new_file_patch(path, [f"NAME = {sid!r}"])))
+            for sid in ("P1", "P2")
+            for path in [f"src/{sid.lower()}.py"]
+        ]
+    )
+    res = s.cli("run", "demo", "--max-parallel", "2")
+    assert res.returncode == 0, res.stderr
+    return events(s)
+
+
+def at(evs: list[Event], name: str, step: str) -> int:
+    return next(i for i, ev in enumerate(evs) if ev["event"] == name and ev.get("step") == step)
+
+
+def test_subtask_commits_in_the_order_their_answers_were_taken_audit_clean(
+    sample: Sample,
+) -> None:
+    evs = parallel_record(sample)
+    assert at(evs, "subagent_diffs_applied", "P1") < at(evs, "subagent_succeeded", "P2")
+    rechain(sample, evs)
+    assert audit(sample) == (0, [])
+
+
+def test_a_change_landed_before_an_answer_taken_first_is_out_of_plan_order(
+    sample: Sample,
+) -> None:
+    """What a parallel run killed during P1's checks once recorded: P1's answer taken, then
+    P2's, and P2 committed before P1."""
+    evs = parallel_record(sample)
+    p1, p2 = at(evs, "subagent_succeeded", "P1"), at(evs, "subagent_succeeded", "P2")
+    landing_p2 = evs[p2 : at(evs, "step_completed", "P2") + 1]
+    rest = [ev for ev in evs[p1 + 1 :] if ev not in landing_p2]
+    reordered = [*evs[: p1 + 1], *landing_p2, *rest]
+    rechain(sample, reordered)
+    applied = at(reordered, "subagent_diffs_applied", "P2")
+    found(sample, (applied, f"P2 landed before P1, whose answer was taken first (at seq {p1})"))

@@ -400,7 +400,10 @@ class Repo:
                         env=env,
                     )
                     if code != 0:
-                        why = (err.strip().splitlines() or [f"exit {code}"])[0]
+                        # git names the staging patch by its path on this machine: the
+                        # record names the change instead, the same in any folder.
+                        said = err.replace(str(patch), name)
+                        why = (said.strip().splitlines() or [f"exit {code}"])[0]
                         return None, f"git apply refused {name}: {why}"
             return self.git("write-tree", env=env).strip(), ""
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -105,6 +106,18 @@ class Check:
         }
 
 
+def hostless(text: str, copy: Path, home: Path) -> str:
+    """`text` with the scratch copy's and the private home's paths, on this machine or in
+    the sandbox, written as the repository and a home name them (`src/x.py`, `.`, `~`): a
+    tail is recorded, and the same run in another folder, contained or not, must record
+    the same bytes."""
+    for paths, name in (((copy, sandbox.WORK), "."), ((home, sandbox.HOME), "~")):
+        for spelling in dict.fromkeys(s for p in paths for s in (str(p), os.path.realpath(p))):
+            text = text.replace(spelling + "/", "" if name == "." else name + "/")
+            text = text.replace(spelling, name)
+    return text
+
+
 WARNING = re.compile(r"\bwarn(?:ing)?s?\b", re.IGNORECASE)
 
 
@@ -140,7 +153,8 @@ class Runner:
         )
         if result.truncated:
             proc.mark_cut(log, LOG_LIMIT)
-        lines = log.read_bytes().decode("utf-8", "replace").strip().splitlines()
+        text = hostless(log.read_bytes().decode("utf-8", "replace"), cwd, home)
+        lines = text.strip().splitlines()
         if result.survivors:
             lines.append("still running after the command ended: " + ", ".join(result.survivors))
         tail = " | ".join(lines[-TAIL_LINES:])[-400:]

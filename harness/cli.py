@@ -158,7 +158,7 @@ def cmd_tokens_revoke(args: argparse.Namespace) -> int:
 
 def cmd_plan_validate(args: argparse.Namespace) -> int:
     layout, task_id = _task(args)
-    doc = preflight.validate(layout, task_id, clock.from_env().now(0))
+    doc, code = preflight.validate(layout, task_id, clock.from_env().now(0))
     if args.json:
         _print_json(doc)
     else:
@@ -168,7 +168,7 @@ def cmd_plan_validate(args: argparse.Namespace) -> int:
         if doc["valid"]:
             order = doc["order"]
             print(f"plan {task_id} is valid: {len(order)} subtasks, order {' -> '.join(order)}")
-    return 0 if doc["valid"] else 2
+    return code
 
 
 def cmd_plan_show(args: argparse.Namespace) -> int:

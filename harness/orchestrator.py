@@ -152,18 +152,22 @@ class Task:
         head = task.git.head()
         task.git.branch()
         task.token_store()
-        for sub in task.plan.subtasks:
-            if sub.plan is not None:  # runs another plan: its subtasks are routed there
-                continue
-            for agent_id in sub.agents or (None,):
-                if registry.route(task.agents, sub.role, agent_id) is None:
-                    problem = preflight.unroutable(sub, agent_id)
-                    raise InvalidInput(f"ai/agents/registry.json: {problem}")
-            if sub.supervised == plan_mod.AGENT and task.supervisor is None:
-                raise InvalidInput(
-                    f"ai/agents/registry.json: subtask {sub.id} is supervised, but no agent "
-                    f"has the {supervision.ROLE!r} capability"
-                )
+        # A run's pre-flight tells these with every other problem (preflight.remaining); a
+        # replay has none, and its record must route as it did.
+        unrouted = [
+            preflight.unroutable(task.agents, sub, agent_id)
+            for sub in task.plan.subtasks
+            if sub.plan is None and log is not None  # a nested plan's subtasks route there
+            for agent_id in sub.agents or (None,)
+            if registry.route(task.agents, sub.role, agent_id) is None
+        ] + [
+            f"subtask {sub.id} is supervised, but no agent has the {supervision.ROLE!r} "
+            "capability"
+            for sub in task.plan.subtasks
+            if log is not None and sub.supervised == plan_mod.AGENT and task.supervisor is None
+        ]
+        if unrouted:
+            raise InvalidInput(f"ai/agents/registry.json: {'; '.join(unrouted)}")
         if log is None:  # a replay's own log is held to the record line by line instead
             nesting.check(layout, task_id, task.plan, task.config)  # (it replays each alone)
             rel = layout.rel(task.log.path)
@@ -742,7 +746,7 @@ class Subtask:
         task, sub = self.task, self.sub
         invoked = att.invoked
         agent = registry.route(task.agents, sub.role, self.agent_id())
-        assert agent is not None, "Task.load checked every subtask routes"
+        assert agent is not None, "the pre-flight checked every subtask routes"
         if invoked is None:
             self.account.check(sub)
         call = self.build_call(att, invoked, agent)
@@ -1353,7 +1357,7 @@ class Subtask:
         """Call the supervisor on the change (or take its recorded answer) and log its verdict."""
         task, sub, cfg = self.task, self.sub, self.task.config
         agent = task.supervisor
-        assert agent is not None, "Task.load checked a supervised plan has a supervisor"
+        assert agent is not None, "the pre-flight checked a supervised plan has a supervisor"
         base = call.context["payload"]["base"]
         checks = [
             {"event": e["event"], "details": e.get("details", {})}

@@ -64,8 +64,25 @@ class Checker:
         """The subtask cleared for a call of its current agent (the plan's first, or the
         one `fallbacks` later), or every problem found with it."""
         agent = registry.route(self.agents, sub.role, sub.agent_at(fallbacks))
-        if agent is None:
-            return [unroutable(sub, sub.agent_at(fallbacks))]
+        problems = []
+        if agent is None:  # the subtask's other problems are still told with this one
+            problems.append(unroutable(self.agents, sub, sub.agent_at(fallbacks)))
+        else:
+            problems += self.agent_problems(sub, agent)
+        token, why = self.token(sub)
+        if why is not None:
+            problems.append(f"subtask {sub.id}: {why}")
+        if inputs and sub.inputs:
+            missing = [p for p, h in self.hashes(sub.inputs).items() if h is None]
+            if missing:
+                problems.append(f"subtask {sub.id}: input not found: {', '.join(missing)}")
+        if problems or agent is None:
+            return problems
+        return Cleared(agent, token)
+
+    def agent_problems(self, sub: Subtask, agent: Agent) -> list[str]:
+        """Why `agent` cannot take `sub`: it cannot run, the policy refuses its commands,
+        or it may not write what the subtask writes."""
         problems = []
         why = self.agent_problem(agent)
         if why is not None:
@@ -77,14 +94,7 @@ class Checker:
                 f"subtask {sub.id}: agent {agent.id} may not write (its tools: {tools}), "
                 "so it cannot be given a write scope"
             )
-        token, why = self.token(sub)
-        if why is not None:
-            problems.append(f"subtask {sub.id}: {why}")
-        if inputs and sub.inputs:
-            missing = [p for p, h in self.hashes(sub.inputs).items() if h is None]
-            if missing:
-                problems.append(f"subtask {sub.id}: input not found: {', '.join(missing)}")
-        return problems or Cleared(agent, token)
+        return problems
 
     def plan(self, plan: Plan) -> list[str]:
         """Every problem of every subtask, in plan order."""
@@ -162,6 +172,10 @@ def remaining(plan: Plan, model: protocol.Model, checker: Checker, person: bool)
             ready = all(dep in model.done for dep in sub.depends_on)
             result = checker.subtask(sub, inputs=ready, fallbacks=model.fallbacks(sub.id))
             found += result if isinstance(result, list) else []
+        else:  # its call is taken up again: its agent must still take it
+            agent_id = sub.agent_at(model.fallbacks(sub.id))
+            if registry.route(checker.agents, sub.role, agent_id) is None:
+                found.append(unroutable(checker.agents, sub, agent_id))
         why = checker.supervisor(sub)
         if why is not None:
             found.append(why)
@@ -173,25 +187,34 @@ def remaining(plan: Plan, model: protocol.Model, checker: Checker, person: bool)
     return list(dict.fromkeys(found))
 
 
-def unroutable(sub: Subtask, agent_id: str | None) -> str:
-    if agent_id is not None:
-        return f"subtask {sub.id}: agent {agent_id!r} is not in the registry"
-    return f"subtask {sub.id}: no agent in the registry takes role {sub.role!r}"
+def unroutable(agents: Sequence[Agent], sub: Subtask, agent_id: str | None) -> str:
+    if agent_id is None:
+        return f"subtask {sub.id}: no agent in the registry takes role {sub.role!r}"
+    if any(a.id == agent_id for a in agents):
+        return f"subtask {sub.id}: agent {agent_id!r} does not take role {sub.role!r}"
+    return f"subtask {sub.id}: agent {agent_id!r} is not in the registry"
 
 
-def validate(layout: Layout, task_id: str, now: str) -> dict[str, Any]:
+def validate(layout: Layout, task_id: str, now: str) -> tuple[dict[str, Any], int]:
     """`harness plan validate`: the task's plan read and every subtask pre-flighted; its
-    run order when there is no problem. This is the document `--json` prints."""
+    run order when there is no problem. This is the document `--json` prints, and the exit
+    code `run` would give the same plan: 2 for invalid input (a budget, the tree of plans),
+    else 1 for pre-flight problems."""
     plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
     agents = registry.load(layout.registry, layout.root)
     # A broken ai/harness.toml is refused here, not at the first step.
-    problems = plan_problems(layout, plan, agents, now)
+    invalid, found = plan_problems(layout, plan, agents, now)
+    problems = invalid + found
     order = [s.id for s in plan_mod.order(plan)] if not problems else []
-    return {"task_id": task_id, "valid": not problems, "problems": problems, "order": order}
+    doc = {"task_id": task_id, "valid": not problems, "problems": problems, "order": order}
+    return doc, 2 if invalid else 1 if found else 0
 
 
-def plan_problems(layout: Layout, plan: Plan, agents: Sequence[Agent], now: str) -> list[str]:
-    """`harness plan validate`'s pre-flight of every subtask: each agent asked for its
+def plan_problems(
+    layout: Layout, plan: Plan, agents: Sequence[Agent], now: str
+) -> tuple[list[str], list[str]]:
+    """`harness plan validate`'s checks: what makes the plan invalid input (its budgets,
+    its tree of plans), then the pre-flight of every subtask: each agent asked for its
     version in its sandbox, as `next` asks it, inputs looked up at HEAD."""
     cfg = config.load(layout.config)
     store = tokens.load(layout.tokens, layout.root)
@@ -210,33 +233,31 @@ def plan_problems(layout: Layout, plan: Plan, agents: Sequence[Agent], now: str)
                 lambda paths: git.blob_hashes(head, paths),
                 policy.load(layout),
             )
-            return (
-                budgets.problems(cfg, plan)
-                + checker.plan(plan)
-                + nested(layout, plan, cfg, checker)
-            )
+            invalid, found = nested(layout, plan, cfg, checker)
+            return budgets.problems(cfg, plan) + invalid, checker.plan(plan) + found
         finally:
             git.close()
 
 
-def nested(layout: Layout, plan: Plan, cfg: config.Config, checker: Checker) -> list[str]:
+def nested(
+    layout: Layout, plan: Plan, cfg: config.Config, checker: Checker
+) -> tuple[list[str], list[str]]:
     """The tree of plans `plan` runs (nesting.py), then each nested plan's own problems,
-    named by its task."""
+    named by its task: what is invalid input, and what its pre-flight finds."""
     if not any(sub.plan is not None for sub in plan.subtasks):
-        return []
+        return [], []
     tree = nesting.Tree(layout, plan.task_id, plan)
     try:
         problem = tree.problem(cfg)
     except InvalidInput as exc:
-        return [str(exc)]
+        return [str(exc)], []
     if problem is not None:
-        return [problem]
-    return [
-        f"task {task_id}: {found}"
-        for task_id, below in sorted(tree.plans.items())
-        if task_id != plan.task_id
-        for found in budgets.problems(cfg, below) + checker.plan(below)
-    ]
+        return [problem], []
+    below = [(t, p) for t, p in sorted(tree.plans.items()) if t != plan.task_id]
+    return (
+        [f"task {t}: {found}" for t, p in below for found in budgets.problems(cfg, p)],
+        [f"task {t}: {found}" for t, p in below for found in checker.plan(p)],
+    )
 
 
 def registry_check(layout: Layout) -> Iterator[dict[str, object]]:

@@ -239,10 +239,9 @@ def _holds(path: Path, other: Path) -> bool:
 
 
 def route(agents: list[Agent], role: str, agent_id: str | None) -> Agent | None:
-    """The named agent, else the first whose capabilities include the role."""
-    if agent_id is not None:
-        return next((a for a in agents if a.id == agent_id), None)
-    return next((a for a in agents if role in a.capabilities), None)
+    """The named agent, else the first, whose capabilities include the role: naming an
+    agent picks among those that take the role, it never lends one a role."""
+    return next((a for a in agents if role in a.capabilities and agent_id in (None, a.id)), None)
 
 
 def probe(agent: Agent, root: Path, env: dict[str, str], box: sandbox.Box | None) -> str:

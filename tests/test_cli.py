@@ -187,6 +187,7 @@ def _cycle3(doc: dict[str, Any]) -> None:
     doc["subtasks"][2]["depends_on"] = ["T2"]
 
 
+# Each a plan `run` refuses as invalid input (2), then those its pre-flight halts on (1).
 BAD_PLANS = [
     ("invalid-json", _raw('{"task_id": "demo",'), f"{PLAN}: invalid JSON: "),
     (
@@ -205,6 +206,9 @@ BAD_PLANS = [
     ("cycle-2", _edit(_sub(0, depends_on=["T2"])), f"{PLAN}: dependency cycle: T1 -> T2 -> T1"),
     ("cycle-3", _edit(_cycle3), f"{PLAN}: dependency cycle: T1 -> T3 -> T2 -> T1"),
     ("task-id", _edit(lambda d: d.update(task_id="other")), f"{PLAN}: $.task_id: 'other'"),
+    ("missing", lambda s: (s.root / PLAN).unlink(), f"{PLAN}: file not found"),
+]
+PREFLIGHT_PROBLEMS = [
     (
         "role",
         _edit(_sub(0, role="astronaut")),
@@ -235,26 +239,27 @@ BAD_PLANS = [
         _edit(_sub(0, token="W7")),
         f"{PLAN}: subtask T1: token W7 does not exist",
     ),
-    ("missing", lambda s: (s.root / PLAN).unlink(), f"{PLAN}: file not found"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("spoil", "expected"), [c[1:] for c in BAD_PLANS], ids=[c[0] for c in BAD_PLANS]
+    ("spoil", "expected", "code"),
+    [(*c[1:], 2) for c in BAD_PLANS] + [(*c[1:], 1) for c in PREFLIGHT_PROBLEMS],
+    ids=[c[0] for c in BAD_PLANS + PREFLIGHT_PROBLEMS],
 )
 def test_plan_validate_refuses_with_one_line(
-    sample: Sample, spoil: Callable[[Sample], None], expected: str
+    sample: Sample, spoil: Callable[[Sample], None], expected: str, code: int
 ) -> None:
     spoil(sample)
     res = sample.cli("plan", "validate", "demo")
-    assert res.returncode == 2
+    assert res.returncode == code
     assert expected in one_line(res)
     assert res.stdout == ""
 
 
 def test_plan_validate_sees_an_expired_token(sample: Sample) -> None:
     res = sample.cli("plan", "validate", "demo", env={"HARNESS_CLOCK": "2026-01-03T00:00:00Z"})
-    assert res.returncode == 2 and "T1: no usable token covers src/**" in res.stderr
+    assert res.returncode == 1 and "T1: no usable token covers src/**" in res.stderr
 
 
 BAD_FILES = [
@@ -519,7 +524,8 @@ def test_a_refused_step_writes_nothing(sample: Sample, tmp_path: Path, case: str
         sample.write_plan([subtask("T1", role="astronaut")])
         sample.commit_all("a role nobody takes")
     head = repo.git("rev-parse", "-q", "--verify", "HEAD^{commit}") if case != "unborn" else ""
-    assert repo.cli("next", "demo").returncode == 2
+    # A plan no agent can take is a pre-flight problem (1), the others invalid input (2).
+    assert repo.cli("next", "demo").returncode == (1 if case == "unroutable" else 2)
     assert not (repo.root / "ai/tasks/demo/progress.ndjson").exists()
     if head:
         assert repo.head() == head.strip()

@@ -170,7 +170,7 @@ def test_plan_validate_json_gives_the_order_or_every_problem(sample: Sample) -> 
     sample.write_json("ai/agents/write_tokens.json", {"tokens": []})
     res = sample.cli("plan", "validate", "demo", "--json")
     doc = orjson.loads(res.stdout)
-    assert res.returncode == 2 and doc["valid"] is False and doc["order"] == []
+    assert res.returncode == 1 and doc["valid"] is False and doc["order"] == []
     assert doc["problems"] == [
         "subtask T1: no usable token covers src/**",
         "subtask T2: no usable token covers src/**",

@@ -83,7 +83,7 @@ def test_no_human_is_refused_while_a_person_must_approve_and_its_twin_runs(
 def test_plan_validate_checks_the_supervisor_too(sample: Sample) -> None:
     sample.write_plan([subtask("T1", supervised=True)])
     res = sample.cli("plan", "validate", "demo")
-    assert res.returncode == 2
+    assert res.returncode == 1
     assert "subtask T1: supervised, but no agent has the 'audit' capability" in res.stderr
     with_auditor(sample)
     assert sample.cli("plan", "validate", "demo").returncode == 0
@@ -109,7 +109,7 @@ def test_a_registry_command_the_policy_refuses_is_a_preflight_problem(sample: Sa
     reg["agents"][0]["commands"] = ["git push"]
     sample.write_json("ai/agents/registry.json", reg)
     res = sample.cli("plan", "validate", "demo")
-    assert res.returncode == 2 and "refuses its registry command 'git push'" in res.stderr
+    assert res.returncode == 1 and "refuses its registry command 'git push'" in res.stderr
 
 
 def test_an_agent_whose_tools_write_nothing_is_given_no_subtask_that_writes(
@@ -131,9 +131,61 @@ def test_an_agent_whose_tools_write_nothing_is_given_no_subtask_that_writes(
     reg["agents"][0]["commands"] = ["make test"]
     sample.write_json("ai/agents/registry.json", reg)
     res = sample.cli("plan", "validate", "demo")
-    assert res.returncode == 2
+    assert res.returncode == 1
     assert "agent scripted: its registry tools leave out bash, yet it lists commands" in res.stderr
     # Its twin: the same agent with an edit tool, and bash for its command.
     reg["agents"][0]["tools"] = ["read", "grep", "edit", "bash"]
     sample.write_json("ai/agents/registry.json", reg)
     assert sample.cli("run", "demo").returncode == 0
+
+
+def test_an_unknown_agent_is_told_with_every_other_problem_and_its_twin_runs(
+    sample: Sample,
+) -> None:
+    sample.write_plan(
+        [
+            subtask("T1", inputs=["src/gone.py"]),
+            subtask("T2", inputs=["src/lost.py"]),
+            subtask("T3", agent="ghost", inputs=["src/none.py"]),
+        ]
+    )
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    problems = [
+        "subtask T1: input not found: src/gone.py",
+        "subtask T2: input not found: src/lost.py",
+        "subtask T3: agent 'ghost' is not in the registry",
+        "subtask T3: input not found: src/none.py",
+    ]
+    for command in ("run", "next"):
+        res = sample.cli(command, "demo")
+        assert res.returncode == 1
+        assert res.stderr == (
+            "harness: pre-flight of task demo: 4 problem(s), no worker called: "
+            + "; ".join(problems)
+            + "\n"
+        )
+    res = sample.cli("plan", "validate", "demo")
+    assert res.returncode == 1
+    assert res.stderr == "".join(f"ai/tasks/demo/plan.json: {p}\n" for p in problems)
+    assert sample.events() == [] and sample.status_outside_ai() == ""
+    # Its twin: the inputs there, the agent one the registry has.
+    sample.write_plan([subtask("T3", agent="scripted")])
+    sample.write_script([ok("T3", ("src/calc.py", calc_patch()))])
+    assert sample.cli("plan", "validate", "demo").returncode == 0
+    res = sample.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+
+
+def test_a_named_agent_must_take_the_role_and_its_twin_runs(sample: Sample) -> None:
+    sample.write_plan([subtask("T1", role="micro-refactor", agent="scripted")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    why = "subtask T1: agent 'scripted' does not take role 'micro-refactor'"
+    res = sample.cli("plan", "validate", "demo")
+    assert res.returncode == 1 and res.stderr == f"ai/tasks/demo/plan.json: {why}\n"
+    res = sample.cli("run", "demo")
+    assert res.returncode == 1 and why in res.stderr and sample.events() == []
+    # Its twin: the agent given the role.
+    reg = sample.read_json("ai/agents/registry.json")
+    reg["agents"][0]["capabilities"].append("micro-refactor")
+    sample.write_json("ai/agents/registry.json", reg)
+    assert sample.cli("plan", "validate", "demo").returncode == 0

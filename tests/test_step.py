@@ -476,7 +476,7 @@ def test_an_agent_that_cannot_run_refuses_the_run_before_any_call(
     sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
     why = "outside >=99" if broken == "out of range" else "agents/no-such-cli not found"
     validate = sample.cli("plan", "validate", "demo")
-    assert validate.returncode == 2 and why in validate.stderr  # the same pre-flight
+    assert validate.returncode == 1 and why in validate.stderr  # the same pre-flight
     res = sample.cli("next", "demo")
     assert res.returncode == 1 and why in res.stderr
     assert "pre-flight of task demo: 1 problem(s), no worker called" in res.stderr

@@ -252,8 +252,8 @@ def test_a_supervisor_answer_that_is_no_verdict_fails_closed(
 def test_a_supervised_plan_needs_an_agent_with_the_audit_capability(sample: Sample) -> None:
     sample.write_plan([subtask("T1", supervised=True)])
     res = sample.cli("run", "demo")
-    assert res.returncode == 2
-    assert "subtask T1 is supervised, but no agent has the 'audit' capability" in res.stderr
+    assert res.returncode == 1
+    assert "subtask T1: supervised, but no agent has the 'audit' capability" in res.stderr
     assert sample.events() == []
     # Its twin: the same plan unsupervised runs.
     sample.write_plan([subtask("T1", supervised=False)])

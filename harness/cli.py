@@ -268,11 +268,17 @@ def cmd_step(args: argparse.Namespace) -> int:
     return 0
 
 
+# `status`'s exit code when the task stands halted, as `run` would leave it.
+HALTED = frozenset({"blocked", "failed", "skipped", "awaiting approval"})
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     doc = status.status(*_task(args), clock.from_env())
+    halted = doc["blocked"] is not None or any(r["status"] in HALTED for r in doc["subtasks"])
+    code = 1 if halted else 0
     if args.json:
         _print_json(doc)
-        return 0
+        return code
     for row in doc["subtasks"]:
         print(
             f"{row['id']}\t{row['role']}\t{row['status']}\t{_short(row['commit'])}"
@@ -293,7 +299,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if block is not None:
         where = block.get("step") or "the task's end"  # no step: failures that went on, a budget
         print(f"blocked at {where}: {printable(str(block.get('error')))}")
-    return 0
+    return code
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

@@ -10,7 +10,9 @@ from typing import Literal
 
 from unidiff.patch import PatchSet
 
+from harness import patchnames
 from harness.errors import Halted
+from harness.patchnames import has_bad_char
 from harness.scope import matches
 
 OWNED_PREFIX = "ai/"
@@ -95,9 +97,6 @@ _SPECIAL_MODE = re.compile(r"(?:(?:old|new|new file|deleted file) mode|index \S+
 _DRIVE = re.compile(r"[A-Za-z]:")
 _REGULAR, _EXECUTABLE = "100644", "100755"
 _EMPTY: dict[str, Kind] = {"new file mode": "add", "deleted file mode": "delete"}
-# Categories that never belong in a path: controls, format chars (bidi overrides,
-# zero-width joiners that HFS+ ignores), surrogates, private/unassigned, line separators.
-_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 def check(diffs: Sequence[Mapping[str, object]], rules: Rules) -> list[Change]:
@@ -152,7 +151,10 @@ def _check_one(file: str, patch: str, rules: Rules) -> Change:
     start = next((n for n, line in enumerate(lines) if line.startswith("@@")), len(lines))
     head, body = lines[:start], lines[start:]
     _scan_dangerous(head)
-    header = _parse_header(head)
+    try:
+        header = _parse_header(head)
+    except patchnames.Unreadable as bad:
+        raise DiffRefused(str(bad)) from None
     change = _resolve(header, file, patch, has_body=bool(body))
     hunks = _walk_hunks(body)
     pure_rename = change.kind == "rename" and header.similarity == 100
@@ -179,6 +181,8 @@ def _scan_dangerous(head: list[str]) -> None:
 def _parse_header(head: list[str]) -> _Header:
     header = _Header()
     git: str | None = None
+    quoted: tuple[str, str] | None = None
+    sides: list[str] = []
     stage = 0  # 0: extended headers, 1: after ---, 2: after +++
     for n, line in enumerate(head):
         if line.startswith("diff --git "):
@@ -186,11 +190,13 @@ def _parse_header(head: list[str]) -> _Header:
                 raise DiffRefused("more than one file in entry")
             _no_control(line)
             git = line[len("diff --git ") :]
-            _check_git_prefixes(git)
+            quoted = patchnames.git_line(git)
+            if quoted is None:
+                patchnames.check_git_prefixes(git)
         elif line.startswith("--- ") and stage == 0:
-            header.old, stage = _strip(line[4:], "a/"), 1
+            sides, stage = [line[4:]], 1
         elif line.startswith("+++ ") and stage == 1:
-            header.new, stage = _strip(line[4:], "b/"), 2
+            sides, stage = [*sides, line[4:]], 2
         elif line.startswith("--- "):
             raise DiffRefused("more than one file in entry")
         elif stage or git is None:
@@ -201,8 +207,12 @@ def _parse_header(head: list[str]) -> _Header:
     if stage == 1:
         raise DiffRefused("--- without +++ header")
     header.has_files = stage == 2
-    if git is not None:
-        header.git = _git_pairs(git, [header.old, header.new, *header.rename.values()])
+    if header.has_files:
+        header.old, header.new = patchnames.sides(sides[0], sides[1], traditional=git is None)
+    if quoted is not None:
+        header.git = [(patchnames.unprefix(quoted[0], "a/"), patchnames.unprefix(quoted[1], "b/"))]
+    elif git is not None:
+        header.git = patchnames.git_pairs(git, [header.old, header.new, *header.rename.values()])
     return header
 
 
@@ -216,67 +226,25 @@ def _extended(header: _Header, line: str) -> None:
     elif similarity := _SIMILARITY.fullmatch(line):
         header.similarity = int(similarity[1])
     elif rename := _RENAME.fullmatch(line):
-        if rename[2].startswith('"'):
-            raise DiffRefused("quoted path")
-        header.rename[rename[1]] = rename[2]
+        name = rename[2]
+        if name.startswith('"'):
+            name, rest = patchnames.unquote(name)
+            if rest:
+                raise DiffRefused("bad rename header")
+        header.rename[rename[1]] = name
     else:
         raise DiffRefused("unknown header line")
 
 
 def _no_control(text: str) -> None:
-    if _has_bad_char(text):
+    if has_bad_char(text):
         raise DiffRefused("control character in header")
-
-
-def _has_bad_char(text: str) -> bool:
-    return any(unicodedata.category(char) in _BAD_CATEGORIES for char in text)
-
-
-def _check_git_prefixes(rest: str) -> None:
-    if rest.startswith('"') or rest.endswith('"'):
-        raise DiffRefused("quoted path")
-    if not rest.startswith("a/") or " b/" not in rest:
-        raise DiffRefused("missing a/ b/ prefix")
-
-
-def _git_pairs(rest: str, known: Iterable[str | None]) -> list[tuple[str, str]]:
-    """The splits of `a/OLD b/NEW` that a name from another header, or equal halves, vouch for.
-
-    Names may hold " b/", so the line alone can split many ways; keeping every split is
-    quadratic in a header built to split thousands of ways. Each name fixes a split by its
-    length, so at most two per name are tried. With no other name the entry is refused
-    later anyway; equal halves (`a/P b/P`, as git reads it) are taken only so that a bad
-    name there is reported as such.
-    """
-    names = [name for name in known if name is not None]
-    if names:
-        cuts = {2 + len(name) for name in names} | {len(rest) - 3 - len(name) for name in names}
-    else:
-        cuts = {len(rest) // 2}
-    pairs = [
-        (rest[2:k], rest[k + 3 :]) for k in sorted(cuts) if k >= 2 and rest[k : k + 3] == " b/"
-    ]
-    return [pair for pair in pairs if names or pair[0] == pair[1]]
-
-
-def _strip(name: str, prefix: str) -> str | None:
-    # git ends a name holding a space with one TAB so patch(1) can find its end
-    if name.endswith("\t") and " " in name:
-        name = name[:-1]
-    _no_control(name)
-    if name == "/dev/null":
-        return None
-    if name.startswith('"'):
-        raise DiffRefused("quoted path")
-    if name.startswith(prefix):
-        return name[len(prefix) :]
-    raise DiffRefused("absolute path" if name.startswith("/") else "missing a/ b/ prefix")
 
 
 def _safe_path(path: str) -> None:
     if not path:
         raise DiffRefused("empty path")
-    if _has_bad_char(path):
+    if has_bad_char(path):
         raise DiffRefused("control character in path")
     if "\\" in path:
         raise DiffRefused("backslash in path")

@@ -129,6 +129,23 @@ _QUOTED = (
     'diff --git "a/src/\\303\\251.py" "b/src/\\303\\251.py"\nnew file mode 100644\n'
     '--- /dev/null\n+++ "b/src/\\303\\251.py"\n' + NEW
 )
+_EPOCH = "1970-01-01 00:00:00.000000000 +0000"
+_STAMP = "2026-01-01 12:00:00.123456789 +0100"
+
+
+def _quoted_add(escaped: str) -> str:
+    """A new file whose C-quoted name is `escaped` (backslash escapes as git writes them)."""
+    return (
+        f'diff --git "a/{escaped}" "b/{escaped}"\nnew file mode 100644\n'
+        f'--- /dev/null\n+++ "b/{escaped}"\n' + NEW
+    )
+
+
+def _gnu(path: str, old: str, new: str, body: str, old_path: str = "") -> str:
+    """What `diff -u` writes: no `diff --git`, a TAB and a timestamp after each name."""
+    return f"--- a/{old_path or path}\t{old}\n+++ b/{path}\t{new}\n{body}"
+
+
 _BIG = "@@ -0,0 +1,10000 @@\n" + ("+" + "x" * 99 + "\n") * 10000
 
 _LONG_NAME = "docs/" + "é" * 125  # a 250-byte name: 5 more bytes fill it, 6 are too many
@@ -355,12 +372,30 @@ HOSTILE: list[Case] = [
     Case("tab_in_path", one("src/x\t.py", _plain_add("src/x\t.py")), "control character"),
     Case("escape_in_path", one("src/\x1b[31mx.py", add("src/\x1b[31mx.py")), "control character"),
     Case("bidi_in_path", one("src/x\u202e.py", add("src/x\u202e.py")), "control character"),
+    # git ignores what follows a name's TAB unless it is a timestamp: nothing may hide there
     Case(
-        "plain_timestamp_tab",
-        one("src/util.py", "--- a/src/util.py\t2024-01-01 00:00:00\n+++ b/src/util.py\n" + UTIL),
+        "text_after_tab",
+        one("src/util.py", "--- a/src/util.py\tjunk\n+++ b/src/util.py\n" + UTIL),
         "control character",
     ),
-    Case("quoted_path", one("src/é.py", _QUOTED), "quoted path"),
+    # C-quoted names are decoded, then held to every rule
+    Case("quoted_traversal", one("../x.py", _quoted_add("../x.py")), "path traversal"),
+    Case("quoted_dotgit", one(".git/config", _quoted_add(".git/config")), ".git"),
+    Case("quoted_newline", one("src/x\nz.py", _quoted_add("src/x\\nz.py")), "control character"),
+    Case("quoted_not_utf8", one("src/x.py", _quoted_add("src/\\377.py")), "not UTF-8"),
+    Case("quoted_file_mismatch", one("src/e.py", _QUOTED), "does not match"),
+    Case(
+        "quoted_rename_traversal",
+        one("../u.py", rename("src/util.py", '"../u.py"').replace('b/"../u.py"', '"b/../u.py"')),
+        "path traversal",
+    ),
+    # GNU diff dates a side that does not exist at the epoch: git creates the file
+    Case(
+        "epoch_creation_not_in_creates",
+        one("docs/new.md", _gnu("docs/new.md", _EPOCH, _STAMP, NEW)),
+        "not in creates",
+        overrides={"creates": ()},
+    ),
     Case("name_too_long", one(_LONG_NAME + "x" * 6, add(_LONG_NAME + "x" * 6)), "name too long"),
     Case("path_too_long", one(_LONG_PATH, add(_LONG_PATH)), "path too long"),
     Case("backslash_path", one("src\\..\\..\\evil.py", add("src\\..\\..\\evil.py")), "backslash"),
@@ -609,6 +644,36 @@ BENIGN: list[Case] = [
         "",
     ),
     Case("longest_name", one(_LONG_NAME + "xxxxx", add(_LONG_NAME + "xxxxx")), ""),
+    Case("gnu_timestamps", one("src/util.py", _gnu("src/util.py", _STAMP, _STAMP, UTIL)), ""),
+    Case(
+        "posix_timestamp",
+        one("src/util.py", "--- a/src/util.py\t2024-01-01 00:00:00\n+++ b/src/util.py\n" + UTIL),
+        "",
+    ),
+    Case("gnu_new_file", one("docs/new.md", _gnu("docs/new.md", _EPOCH, _STAMP, NEW)), ""),
+    Case("gnu_deletion", one("src/util.py", _gnu("src/util.py", _STAMP, _EPOCH, DEL_UTIL)), ""),
+    Case("quoted_name", one("src/é.py", _QUOTED), ""),
+    Case(
+        "quoted_rename",
+        one(
+            "docs/guíde.md",
+            rename("docs/guide.md", '"docs/gu\\303\\255de.md"').replace(
+                'b/"docs/gu\\303\\255de.md"', '"b/docs/gu\\303\\255de.md"'
+            ),
+        ),
+        "",
+    ),
+    Case(
+        "traditional_orig",
+        one("src/util.py", _gnu("src/util.py", _STAMP, _STAMP, UTIL, "src/util.py.orig")),
+        "",
+    ),
+    Case(
+        "traditional_no_prefix",
+        one("pyproject.toml", f"--- pyproject.toml.orig\n+++ pyproject.toml\n{PYPROJECT}"),
+        "",
+        overrides={"no_new_deps": False},
+    ),
     # Whitespace is applied as it is: tomli's fixtures need trailing blanks (417f3357e5).
     Case(
         "trailing_whitespace",

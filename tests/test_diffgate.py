@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.diffgate import OWNED_PREFIX, Change, DiffRefused, Rules, _git_pairs, check
+from harness.diffgate import OWNED_PREFIX, Change, DiffRefused, Rules, check
 from harness.errors import Halted
+from harness.patchnames import git_pairs
 from tests.hostile_corpus import BASE_FILES, BENIGN, HOSTILE, SYMLINKS, Case, rules_for
 
 GATE = [case for case in HOSTILE if case.stage == "gate"]
@@ -42,6 +43,14 @@ EXPECTED: dict[str, list[tuple[str, str, str | None]]] = {
         ("delete", "src/util.py", None),
     ],
     "longest_name": [("add", "docs/" + "é" * 125 + "xxxxx", None)],
+    "gnu_timestamps": [("modify", "src/util.py", None)],
+    "posix_timestamp": [("modify", "src/util.py", None)],
+    "gnu_new_file": [("add", "docs/new.md", None)],
+    "gnu_deletion": [("delete", "src/util.py", None)],
+    "quoted_name": [("add", "src/é.py", None)],
+    "quoted_rename": [("rename", "docs/guíde.md", "docs/guide.md")],
+    "traditional_orig": [("modify", "src/util.py", None)],
+    "traditional_no_prefix": [("modify", "pyproject.toml", None)],
     "trailing_whitespace": [("add", "tests/data/trailing.toml", None)],
     "blank_line_at_eof_and_space_before_tab": [("modify", "src/util.py", None)],
 }
@@ -272,11 +281,11 @@ _MANY_WAYS = "x b/" * _SPLITS  # "a/" + this splits at each of its " b/"
 def test_many_way_header_is_split_only_where_vouched() -> None:
     rest = "a/" + _MANY_WAYS + "x"
     assert rest.count(" b/") == _SPLITS
-    assert _git_pairs(rest, []) == []  # halves of different lengths
+    assert git_pairs(rest, []) == []  # halves of different lengths
     tail = "x b/" * (_SPLITS - 1) + "x"
-    assert _git_pairs(rest, ["x", None]) == [("x", tail), (tail, "x")]
+    assert git_pairs(rest, ["x", None]) == [("x", tail), (tail, "x")]
     path = _MANY_WAYS + "x"
-    assert _git_pairs(f"a/{path} b/{path}", [path, path]) == [(path, path)]
+    assert git_pairs(f"a/{path} b/{path}", [path, path]) == [(path, path)]
 
 
 @pytest.mark.parametrize(
@@ -309,9 +318,9 @@ _NAME = st.one_of(
 
 @given(_NAME)
 def test_equal_halves_split_back(path: str) -> None:
-    assert _git_pairs(f"a/{path} b/{path}", []) == [(path, path)]
+    assert git_pairs(f"a/{path} b/{path}", []) == [(path, path)]
 
 
 @given(_NAME, _NAME)
 def test_named_sides_split_back(old: str, new: str) -> None:
-    assert (old, new) in _git_pairs(f"a/{old} b/{new}", [old, new])
+    assert (old, new) in git_pairs(f"a/{old} b/{new}", [old, new])

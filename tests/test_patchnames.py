@@ -1,0 +1,93 @@
+"""Tests for reading a patch header's names as `git apply` does."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.patchnames import Unreadable, is_epoch, sides, timestamp_len, unquote
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "rest"),
+    [
+        ('"b/caf\\303\\251.txt"', "b/café.txt", ""),
+        ('"a/x\\ty" tail', "a/x\ty", " tail"),
+        ('"a/q\\"\\\\"', 'a/q"\\', ""),
+    ],
+)
+def test_unquote(text: str, name: str, rest: str) -> None:
+    assert unquote(text) == (name, rest)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [('"a/\\377"', "not UTF-8"), ('"a/\\q"', "bad escape"), ('"a/x', "unterminated")],
+)
+def test_unquote_refuses(text: str, reason: str) -> None:
+    with pytest.raises(Unreadable, match=reason):
+        unquote(text)
+
+
+@pytest.mark.parametrize(
+    ("line", "cut"),
+    [
+        ("a/x\t2026-01-01 00:00:00.000000000 +0000", 36),
+        ("a/x\t2026-01-01 00:00:00", 20),
+        ("a/x\t2026-01-01 00:00:00 +05:30", 27),
+        ("a/x  2026-01-01", 12),  # blanks before the date: git's "whitespace damage"
+        ("a/x", 0),
+        ("a/x\tjunk", 0),
+        ("2026-01-01", 0),  # a date with nothing before it is a name
+    ],
+)
+def test_timestamp_len(line: str, cut: int) -> None:
+    assert timestamp_len(line) == cut
+
+
+@pytest.mark.parametrize(
+    ("line", "epoch"),
+    [
+        ("a/x\t1970-01-01 00:00:00.000000000 +0000", True),
+        ("a/x\t1969-12-31 19:00:00 -0500", True),
+        ("a/x\t1970-01-01 05:30:00 +05:30", True),
+        ("a/x\t1970-01-01 00:00:01 +0000", False),
+        ("a/x\t1970-01-01 01:00:00 +0000", False),
+        ("a/x 1970-01-01 00:00:00 +0000", False),
+    ],
+)
+def test_is_epoch(line: str, epoch: bool) -> None:
+    assert is_epoch(line) is epoch
+
+
+@pytest.mark.parametrize(
+    ("minus", "plus", "traditional", "read"),
+    [
+        ("a/f.orig", "b/f", True, ("f", "f")),
+        ("a/f", "b/f~", True, ("f", "f")),
+        ("f.orig", "f", True, ("f", "f")),  # no slash anywhere: git strips nothing
+        ("a/f", "b/g", True, ("f", "g")),  # unrelated: left for the gate to refuse
+        ('"a/caf\\303\\251"', '"b/caf\\303\\251"', False, ("café", "café")),
+        ("a/x y\t", "b/x y\t", False, ("x y", "x y")),
+        ("/dev/null", "b/n\t2026-01-01 00:00:00 +0000", True, (None, "n")),
+        ("a/n\t1970-01-01 00:00:00 +0000", "b/n\t2026-01-01 00:00:00 +0000", True, (None, "n")),
+        ("a/n\t2026-01-01 00:00:00 +0000", "b/n\t1970-01-01 00:00:00 +0000", True, ("n", None)),
+    ],
+)
+def test_sides(
+    minus: str, plus: str, traditional: bool, read: tuple[str | None, str | None]
+) -> None:
+    assert sides(minus, plus, traditional=traditional) == read
+
+
+@pytest.mark.parametrize(
+    ("minus", "plus", "reason"),
+    [
+        ("src/x", "src/x", "missing a/ b/ prefix"),  # git would strip "src/"
+        ("/dev/null", "/etc/x", "absolute path"),
+        ("a/x\tjunk", "b/x", "control character"),
+        ('"a/x" junk', "b/x", "control character"),
+    ],
+)
+def test_sides_refused(minus: str, plus: str, reason: str) -> None:
+    with pytest.raises(Unreadable, match=reason):
+        sides(minus, plus, traditional=True)

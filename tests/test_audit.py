@@ -529,25 +529,79 @@ def at(evs: list[Event], name: str, step: str) -> int:
     return next(i for i, ev in enumerate(evs) if ev["event"] == name and ev.get("step") == step)
 
 
+def git_in(s: Sample, *args: str, stdin: str = "", env: dict[str, str] | None = None) -> str:
+    return subprocess.run(
+        ["git", *args],
+        cwd=s.root,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **IDENTITY, **(env or {})},
+    ).stdout.strip()
+
+
+def reland(s: Sample, evs: list[Event]) -> None:
+    """Make the branch and the log say the changes landed in the order `evs` applies them,
+    as harness would have recorded it: each subtask commit made again on the one before,
+    its Harness-Log-Head the line before its subagent_diffs_applied, and a record commit of
+    the rewritten log on top."""
+    made: dict[str, str] = {}  # subtask -> its commit made again
+    old = {
+        ev["step"]: ev["details"]["commit"] for ev in evs if ev["event"] == "subagent_diffs_applied"
+    }
+    parent = git_in(s, "rev-parse", f"{old[min(old)]}^")
+    index = {"GIT_INDEX_FILE": str(s.root / ".git" / "reland.index")}
+    prev, lines = GENESIS, []
+    for seq, ev in enumerate(evs):
+        step = ev.get("step")
+        if ev["event"] == "subagent_diffs_applied":
+            git_in(s, "read-tree", parent, env=index)
+            for path in ev["details"]["files"]:
+                blob = git_in(s, "rev-parse", f"{old[step]}:{path}")
+                git_in(
+                    s, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=index
+                )
+            tree = git_in(s, "write-tree", env=index)
+            body = git_in(s, "log", "-1", "--format=%B", old[step])
+            body = body.rpartition("Harness-Log-Head: ")[0] + f"Harness-Log-Head: {prev}\n"
+            parent = made[step] = git_in(s, "commit-tree", tree, "-p", parent, stdin=body)
+        if ev["event"] in ("subagent_diffs_applied", "step_completed") and step in made:
+            ev = {**ev, "details": {**ev["details"], "commit": made[step]}}
+        line = files.dumps({**ev, "seq": seq, "prev": prev})
+        lines.append(line + b"\n")
+        prev = line_hash(line)
+    (s.root / LOG).write_bytes(b"".join(lines))
+    git_in(s, "reset", "-q", "--soft", parent)
+    git_in(s, "add", "ai")
+    git_in(
+        s, "commit", "-qm", f"harness: record demo\n\nHarness-Task: demo\nHarness-Log-Head: {prev}"
+    )
+
+
 def test_subtask_commits_in_the_order_their_answers_were_taken_audit_clean(
     sample: Sample,
 ) -> None:
+    """The twin: the branch made again in the order harness made it is clean."""
     evs = parallel_record(sample)
     assert at(evs, "subagent_diffs_applied", "P1") < at(evs, "subagent_succeeded", "P2")
-    rechain(sample, evs)
+    reland(sample, evs)
     assert audit(sample) == (0, [])
 
 
-def test_a_change_landed_before_an_answer_taken_first_is_out_of_plan_order(
+def test_a_branch_whose_subtask_commits_are_out_of_plan_order_is_refused(
     sample: Sample,
 ) -> None:
     """What a parallel run killed during P1's checks once recorded: P1's answer taken, then
-    P2's, and P2 committed before P1."""
+    P2's, and P2 committed before P1, the log and every trailer agreeing."""
     evs = parallel_record(sample)
     p1, p2 = at(evs, "subagent_succeeded", "P1"), at(evs, "subagent_succeeded", "P2")
     landing_p2 = evs[p2 : at(evs, "step_completed", "P2") + 1]
     rest = [ev for ev in evs[p1 + 1 :] if ev not in landing_p2]
     reordered = [*evs[: p1 + 1], *landing_p2, *rest]
-    rechain(sample, reordered)
+    reland(sample, reordered)
+    subtasks = sample.git("log", "--reverse", "--format=%(trailers:key=Harness-Subtask,valueonly)")
+    assert subtasks.split() == ["P2", "P1"]
     applied = at(reordered, "subagent_diffs_applied", "P2")
-    found(sample, (applied, f"P2 landed before P1, whose answer was taken first (at seq {p1})"))
+    why = f"P2 landed before P1, whose answer was taken first (at seq {p1}): the subtask "
+    assert audit(sample) == (1, [(applied, why + "commits are out of plan order")])

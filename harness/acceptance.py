@@ -23,7 +23,12 @@ from .verify import Check, Runner
 
 COVERAGE_KINDS = ("line", "branch", "coverage_delta")
 API_ROLES = ("micro-refactor",)
+NO_TESTS_RAN = 5  # pytest's exit code when it collected no test
 REPORT_LIMIT = 64 << 20  # a coverage report is read from untrusted output: bounded
+
+
+class NoTests(ValueError):
+    """The coverage command ran no test (a repository with none yet)."""
 
 
 @dataclass
@@ -169,7 +174,7 @@ class Judge:
         metric = "branch" if any(c.kind == "branch" for c in parsed) else "line"
         try:
             change = self.measure(self.wt, "change")
-            base = self.base_coverage()
+            base = self.base_coverage(change)
         except ValueError as exc:
             v.failures.append(f"coverage: {exc}")
             return
@@ -205,12 +210,15 @@ class Judge:
             )
 
     def measure(self, where: Path, label: str) -> cov.Coverage:
+        """The coverage the command measures in `where`."""
         report = where / self.cfg.coverage_report
         # A stale report must not be read; one earlier commands made a folder stays unread.
         with suppress(OSError):
             report.unlink(missing_ok=True)
         check = self.runner.check(f"coverage-{label}", self.cfg.coverage_command, where)
         self.verdict.checks.append(check)
+        if all(run.code == NO_TESTS_RAN for run in check.runs):
+            raise NoTests(f"{check.summary()}: no test ran")
         if not check.passed:
             raise ValueError(check.summary())
         data = files.read_untrusted(report, REPORT_LIMIT)
@@ -228,8 +236,10 @@ class Judge:
         except (ValueError, AttributeError) as exc:
             raise ValueError(f"{self.cfg.coverage_report}: not a coverage report ({exc})") from None
 
-    def base_coverage(self) -> cov.Coverage:
-        """Measured once per base tree and coverage command, then read from the cache.
+    def base_coverage(self, change: cov.Coverage) -> cov.Coverage:
+        """Measured once per base tree and coverage command, then read from the cache. A
+        base with no tests yet covers none of what the change's tests measure (not cached:
+        that depends on the change).
 
         The tree is keyed without the top-level ai/ folder: the harness's own record commit
         changes it after every step, so a key over the whole tree would never be hit again.
@@ -239,6 +249,9 @@ class Judge:
         cached = self.cache / f"{key}.json"
         if cached.is_file():
             return cov.from_report(orjson.loads(cached.read_bytes()))
-        measured = self.measure(self.base(), "base")
+        try:
+            measured = self.measure(self.base(), "base")
+        except NoTests:
+            return cov.Coverage(0, change.num_statements, 0, change.num_branches)
         files.atomic_write(cached, files.dumps({"totals": asdict(measured)}))
         return measured

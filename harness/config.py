@@ -56,7 +56,9 @@ class Verify:
     parallel_runs: bool = False
     strict_acceptance: bool = False
     isolate_network: bool = True
-    coverage_command: str = "python -m coverage run --branch -m pytest"
+    # harness's own Python, which has coverage: a sandbox's PATH may hold no `python`.
+    coverage_command: str = '"$HARNESS_PYTHON" -m coverage run --branch -m pytest'
+
     coverage_report: str = "coverage.json"
 
 

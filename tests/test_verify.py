@@ -653,6 +653,29 @@ def test_base_coverage_is_measured_once_per_base_tree(sample: Sample) -> None:
     assert [stem[3:] for stem in evidence(sample, 1)] == ["coverage-change", "coverage-json-change"]
 
 
+@pytest.mark.parametrize("tests_yet", [False, True], ids=["no-tests-yet", "twin"])
+def test_a_base_with_no_tests_yet_measures_0(sample: Sample, tests_yet: bool) -> None:
+    """The default coverage command (pytest, which exits 5 when it finds no test) on a
+    base with no tests: the base covers nothing, the change's tests are measured."""
+    with_uncovered_subtract(sample)
+    sample.git("rm", "-rq", "tests")
+    if tests_yet:  # the twin: a base whose one test covers add()
+        (sample.root / "tests").mkdir()
+        (sample.root / "tests/test_add.py").write_text(
+            "from src.calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+        )
+    sample.commit_all("the tests as they are")
+    configure(sample, test=f"{PY} -m pytest -q -p no:cacheprovider")
+    plan, answers = author_plan(0.1429 if tests_yet else 0.8889)
+    assert step(sample, plan, answers) == 0, sample.events()[-1]
+    (judged,) = named(sample, "phase_completed")
+    measured = judged["details"]["coverage"]
+    if tests_yet:
+        assert (measured["base"], measured["change"]) == ([6, 7, 0, 0], [12, 12, 0, 0])
+    else:  # the change's lines, none of them covered before
+        assert (measured["base"], measured["change"]) == ([0, 9, 0, 0], [8, 9, 0, 0])
+
+
 @pytest.mark.parametrize(
     ("patch", "allow", "refused"),
     [(RENAME, False, True), (RENAME, True, False), (BODY_ONLY, False, False)],

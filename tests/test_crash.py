@@ -400,11 +400,12 @@ def landed(s: Sample) -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def ref_parallel(tmp_path_factory: pytest.TempPathFactory) -> Sample:
+def ref_parallel(tmp_path_factory: pytest.TempPathFactory) -> Ref:
     s = parallel_sample(tmp_path_factory.mktemp("ref-parallel") / "whole")
+    start = time.monotonic()
     res = run_parallel(s)
     assert res.returncode == 0, res.stderr
-    return s
+    return Ref(s, s.head(), s.names(), s.names(), time.monotonic() - start)
 
 
 # Every fault point a parallel run passes; the first of each is hit (P1's, for a landing).
@@ -412,17 +413,40 @@ PARALLEL_POINTS = [*SUCCESS_POINTS, "after:task_completed"]
 
 
 @pytest.mark.parametrize("point", PARALLEL_POINTS)
-def test_a_parallel_run_killed_anywhere_lands_in_plan_order(
-    tmp_path: Path, ref_parallel: Sample, point: str
+def test_a_parallel_run_killed_at_each_fault_point_lands_in_plan_order(
+    tmp_path: Path, ref_parallel: Ref, point: str
 ) -> None:
     s = parallel_sample(tmp_path / "killed")
     res = run_parallel(s, point)
     assert res.returncode == -9, res.stderr
+    finished_in_plan_order(s, ref_parallel.sample, tmp_path)
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_a_parallel_run_killed_at_a_random_time_lands_in_plan_order(
+    tmp_path: Path, ref_parallel: Ref, index: int
+) -> None:
+    """Later landings than each fault point's first: P2's, P3's, P4's checks and commits."""
+    s = parallel_sample(tmp_path / "killed")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "demo", "--max-parallel", "3", "--quiet",
+         "--repo", str(s.root)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(),
+        start_new_session=True,
+    )  # fmt: skip
+    time.sleep(FRACTIONS[2 * index + 1] * ref_parallel.duration)
+    os.kill(proc.pid, 9)
+    assert proc.wait(timeout=30) in (-9, 0)  # it may have finished first
+    finished_in_plan_order(s, ref_parallel.sample, tmp_path)
+
+
+def finished_in_plan_order(s: Sample, ref: Sample, tmp_path: Path) -> None:
+    """`run` again finishes the killed run as one never killed would have."""
     res = run_parallel(s)
     assert res.returncode == 0, res.stderr
     # One commit per subtask, in plan order, the very commits of a run never killed.
     assert [sid for sid, _ in landed(s)] == PARALLEL_IDS
-    assert landed(s) == landed(ref_parallel)
+    assert landed(s) == landed(ref)
     assert s.names().count("subagent_invoked") == len(PARALLEL_IDS)
     assert_chain(s)
     assert s.status_outside_ai() == ""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -11,8 +10,10 @@ from typing import Literal
 from unidiff.patch import PatchSet
 
 from harness import patchnames
+from harness.collisions import Spellings, fold
 from harness.errors import Halted
 from harness.patchnames import has_bad_char
+from harness.printable import one_line
 from harness.scope import matches
 
 OWNED_PREFIX = "ai/"
@@ -47,6 +48,7 @@ class Rules:
     allow_mode_change: bool = False
     max_bytes: int = 1_000_000
     max_files: int = 100
+    tree: frozenset[str] = frozenset()  # the files the answer applies to, for name clashes
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,9 @@ class DiffRefused(Halted):
         self.reason = reason
         self.file = file
         self.index = index
-        shown = None if file is None else repr(file)[1:-1][:120]
-        super().__init__(f"diff {index} ({shown}): {reason}")
+        # One line, its backslashes as they are: whoever shows it escapes it (printable).
+        shown = "" if file is None else f" ({one_line(file[:120])})"
+        super().__init__(reason if index is None else f"diff {index}{shown}: {reason}")
 
 
 @dataclass
@@ -110,19 +113,46 @@ def check(diffs: Sequence[Mapping[str, object]], rules: Rules) -> list[Change]:
     if size > rules.max_bytes:
         raise DiffRefused(f"diff too large ({size} > {rules.max_bytes} bytes)")
     changes: list[Change] = []
-    seen: set[str] = set()
+    # Sections apply in order, so one path may be in several: each is gated on its own.
+    spellings = Spellings(rules.tree)
+    made: set[str] = set()  # an earlier section's new path needs no citation
     for index, (file, patch) in enumerate(entries):
         try:
-            change = _check_one(file, patch, rules)
-            for path in _ends(change):
-                if _fold(path) in seen:
-                    raise DiffRefused("duplicate path across entries")
-                seen.add(_fold(path))
+            change = _check_one(file, patch, rules, frozenset(made))
+            _take(spellings, change)
+            if change.kind in ("add", "rename"):
+                made.add(change.path)
         except DiffRefused as bad:
             # helpers refuse without context; attach which entry it was
             raise DiffRefused(bad.reason, file, index) from None
         changes.append(change)
     return changes
+
+
+def _take(spellings: Spellings, change: Change) -> None:
+    """Refuse a new path another file system takes for another file of the tree, then
+    count the change in (a case-only rename of one file frees its old spelling first)."""
+    if change.kind in ("delete", "rename"):
+        spellings.remove(change.old_path or change.path)
+    if change.kind in ("add", "rename"):
+        clash = spellings.clash(change.path)
+        if clash is not None:
+            shown = repr(clash)[1:-1][:120]
+            raise DiffRefused(f"same file as {shown} on a case-folding or normalising file system")
+        spellings.add(change.path)
+
+
+def apply_order(changes: Sequence[Change]) -> list[Change]:
+    """The order git applies the sections in: as given, but deletions of paths no earlier
+    section touched first, so a deleted file's path may become a folder."""
+    touched: set[str] = set()
+    early: list[int] = []
+    for n, change in enumerate(changes):
+        if change.kind == "delete" and change.path not in touched:
+            early.append(n)
+        touched.update(_ends(change))
+    rest = [n for n in range(len(changes)) if n not in set(early)]
+    return [changes[n] for n in early + rest]
 
 
 def _fields(index: int, entry: object) -> tuple[str, str]:
@@ -137,7 +167,7 @@ def _fields(index: int, entry: object) -> tuple[str, str]:
     return file, patch
 
 
-def _check_one(file: str, patch: str, rules: Rules) -> Change:
+def _check_one(file: str, patch: str, rules: Rules, made: frozenset[str]) -> Change:
     if "\0" in patch:
         raise DiffRefused("NUL byte in patch")
     # lone surrogates (left by a lossy decode) cannot be written back out as UTF-8
@@ -162,7 +192,7 @@ def _check_one(file: str, patch: str, rules: Rules) -> Change:
         raise DiffRefused("no hunks")
     _cross_check(patch, hunks)
     _check_modes(header.modes, rules.allow_mode_change)
-    _check_policy(change, rules)
+    _check_policy(change, rules, made)
     return change
 
 
@@ -390,7 +420,7 @@ def _check_modes(modes: Mapping[str, str], allow: bool) -> None:
         raise DiffRefused("mode change (new executable file)")
 
 
-def _check_policy(change: Change, rules: Rules) -> None:
+def _check_policy(change: Change, rules: Rules, made: frozenset[str]) -> None:
     for path in _ends(change):
         if _beneath(path, OWNED_PREFIX[:-1]):
             raise DiffRefused("harness state under ai/")
@@ -407,7 +437,7 @@ def _check_policy(change: Change, rules: Rules) -> None:
     if change.kind in ("add", "rename") and not matches(change.path, rules.creates):
         raise DiffRefused("new file not in creates")
     source = change.old_path or change.path
-    if change.kind != "add" and source not in rules.cited:
+    if change.kind != "add" and source not in rules.cited | made:
         raise DiffRefused("uncited path")
 
 
@@ -415,17 +445,12 @@ def _ends(change: Change) -> list[str]:
     return [change.path] if change.old_path is None else [change.old_path, change.path]
 
 
-def _fold(path: str) -> str:
-    """The spelling a case-insensitive, normalising filesystem (macOS, Windows) sees."""
-    return unicodedata.normalize("NFC", path).casefold()
-
-
 def _beneath(path: str, top: str) -> bool:
-    path, top = _fold(path), _fold(top)
+    path, top = fold(path), fold(top)
     return path == top or path.startswith(top + "/")
 
 
 def _denied(path: str, globs: Iterable[str]) -> bool:
     # Deny lists match the folded spelling too, so "Vendor/x" cannot dodge "vendor/**".
     patterns = list(globs)
-    return matches(path, patterns) or matches(_fold(path), [_fold(p) for p in patterns])
+    return matches(path, patterns) or matches(fold(path), [fold(p) for p in patterns])

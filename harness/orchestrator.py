@@ -1208,6 +1208,7 @@ class Subtask:
             manifests=cfg.manifests,
             no_new_deps=not sub.allow_new_deps,
             special=self.task.git.specials(self.task.git.head()),
+            tree=self.task.git.paths(self.task.git.head()),
             allow_mode_change=sub.allow_mode_change,
             max_bytes=cfg.max_diff_bytes,
             max_files=cfg.max_files,
@@ -1445,12 +1446,12 @@ class Subtask:
 
     def apply_patches(self, head: str, changes: list[diffgate.Change]) -> str | None:
         """The tree of `head` with every patch applied (`git apply --check` first, no fuzz),
-        or None when git refuses one. Deletions go first, so a file may become a folder."""
+        or None when git refuses one, in `diffgate.apply_order`."""
         task = self.task
         patches = task.scratch("patches")
         files.wipe(patches)
         patches.mkdir(parents=True)
-        ordered = sorted(changes, key=lambda c: c.kind != "delete")
+        ordered = diffgate.apply_order(changes)
         written = []
         for i, change in enumerate(ordered):
             patch = patches / f"{i:03d}.patch"

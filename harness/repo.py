@@ -198,6 +198,12 @@ class Repo:
         listing = self.git("ls-tree", "-z", commit).split("\0")
         return "\0".join(e for e in listing if e and e.split("\t", 1)[1] != top)
 
+    def paths(self, commit: str) -> frozenset[str]:
+        """Every file of `commit`'s tree."""
+        return frozenset(
+            filter(None, self.git("ls-tree", "-r", "-z", "--name-only", commit).split("\0"))
+        )
+
     def specials(self, commit: str) -> frozenset[str]:
         """Paths that are symlinks or submodules at `commit`."""
         out = self.git("ls-tree", "-r", "-z", commit)

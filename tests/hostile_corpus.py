@@ -39,6 +39,7 @@ DEFAULT_RULES = Rules(
     manifests=DEFAULT_MANIFESTS,
     no_new_deps=True,
     special=frozenset(SYMLINKS),
+    tree=frozenset(BASE_FILES) | frozenset(SYMLINKS),
 )
 
 
@@ -522,18 +523,33 @@ HOSTILE: list[Case] = [
         one("src/utils.py", rename("src/util.py", "src/utils.py") + modify("src/app.py", APP)),
         "more than one file",
     ),
+    # another file system's spelling of a file of the tree (or of the answer)
+    Case("case_clash", one("docs/GUIDE.md", add("docs/GUIDE.md")), "same file as docs/guide.md"),
     Case(
-        "duplicate_entries",
-        [entry("src/util.py", modify("src/util.py", UTIL))] * 2,
-        "duplicate path",
+        "nfd_clash",
+        [entry(name, add(name)) for name in ("docs/caf\u00e9.md", "docs/cafe\u0301.md")],
+        "same file as docs/caf",
+    ),
+    Case("trailing_dot_clash", one("docs/guide.md.", add("docs/guide.md.")), "same file"),
+    Case(
+        "trailing_space_clash",
+        one(
+            "docs/guide.md ",
+            "diff --git a/docs/guide.md  b/docs/guide.md \nnew file mode 100644\n"
+            "--- /dev/null\n+++ b/docs/guide.md \t\n" + NEW,
+        ),
+        "same file",
     ),
     Case(
-        "duplicate_via_rename",
-        [
-            entry("src/utils.py", rename("src/util.py", "src/utils.py")),
-            entry("src/util.py", modify("src/util.py", UTIL)),
-        ],
-        "duplicate path",
+        "folder_case_clash",
+        one("Docs/new.md", add("Docs/new.md")),
+        "same file as docs",
+        overrides={"write_scope": ("**",), "creates": ("**",)},
+    ),
+    Case(
+        "rename_onto_other_case",
+        one("docs/Guide.md", rename("src/util.py", "docs/Guide.md")),
+        "same file as docs/guide.md",
     ),
     # size limits (the real defaults)
     Case(
@@ -547,6 +563,16 @@ HOSTILE: list[Case] = [
     Case("patch_not_string", [entry("src/app.py", [APP])], "not a string"),
     Case("patch_missing", [{"file": "src/app.py"}], "missing"),
     # these pass the gate; `git apply --check` must refuse them
+    Case("same_change_twice", [entry("src/util.py", modify("src/util.py", UTIL))] * 2, "", "apply"),
+    Case(
+        "change_after_rename_away",
+        [
+            entry("src/utils.py", rename("src/util.py", "src/utils.py")),
+            entry("src/util.py", modify("src/util.py", UTIL)),
+        ],
+        "",
+        stage="apply",
+    ),
     Case(
         "context_mismatch",
         one("src/app.py", modify("src/app.py", APP.replace("-def add(a, b)", "-def add(x, y)"))),
@@ -673,6 +699,41 @@ BENIGN: list[Case] = [
         one("pyproject.toml", f"--- pyproject.toml.orig\n+++ pyproject.toml\n{PYPROJECT}"),
         "",
         overrides={"no_new_deps": False},
+    ),
+    # attrs 2d6da44be2: a case-only rename of one file
+    Case("case_only_rename", one("docs/Guide.md", rename("docs/guide.md", "docs/Guide.md")), ""),
+    # one path in several sections, applied in order
+    Case(
+        "delete_then_create",
+        [
+            entry("src/util.py", delete("src/util.py", DEL_UTIL)),
+            entry("src/util.py", add("src/util.py", "@@ -0,0 +1 @@\n+VALUE = 3\n")),
+        ],
+        "",
+    ),
+    Case(
+        "rename_then_change",
+        [
+            entry("src/utils.py", rename("src/util.py", "src/utils.py")),
+            entry("src/utils.py", modify("src/utils.py", UTIL)),
+        ],
+        "",
+    ),
+    Case(
+        "two_patches_of_one_file",
+        [
+            entry("src/util.py", modify("src/util.py", UTIL)),
+            entry("src/util.py", modify("src/util.py", "@@ -1 +1 @@\n-VALUE = 2\n+VALUE = 3\n")),
+        ],
+        "",
+    ),
+    Case(
+        "change_then_delete",
+        [
+            entry("src/util.py", modify("src/util.py", UTIL)),
+            entry("src/util.py", delete("src/util.py", "@@ -1 +0,0 @@\n-VALUE = 2\n")),
+        ],
+        "",
     ),
     # Whitespace is applied as it is: tomli's fixtures need trailing blanks (417f3357e5).
     Case(

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.diffgate import OWNED_PREFIX, Change, DiffRefused, Rules, check
+from harness.diffgate import OWNED_PREFIX, Change, DiffRefused, Rules, apply_order, check
 from harness.errors import Halted
 from harness.patchnames import git_pairs
 from tests.hostile_corpus import BASE_FILES, BENIGN, HOSTILE, SYMLINKS, Case, rules_for
@@ -51,6 +51,14 @@ EXPECTED: dict[str, list[tuple[str, str, str | None]]] = {
     "quoted_rename": [("rename", "docs/guíde.md", "docs/guide.md")],
     "traditional_orig": [("modify", "src/util.py", None)],
     "traditional_no_prefix": [("modify", "pyproject.toml", None)],
+    "case_only_rename": [("rename", "docs/Guide.md", "docs/guide.md")],
+    "delete_then_create": [("delete", "src/util.py", None), ("add", "src/util.py", None)],
+    "rename_then_change": [
+        ("rename", "src/utils.py", "src/util.py"),
+        ("modify", "src/utils.py", None),
+    ],
+    "two_patches_of_one_file": [("modify", "src/util.py", None)] * 2,
+    "change_then_delete": [("modify", "src/util.py", None), ("delete", "src/util.py", None)],
     "trailing_whitespace": [("add", "tests/data/trailing.toml", None)],
     "blank_line_at_eof_and_space_before_tab": [("modify", "src/util.py", None)],
 }
@@ -87,9 +95,11 @@ def test_passes_gate(case: Case) -> None:
 
 
 def test_refusal_message_is_one_line() -> None:
-    refused = DiffRefused("path traversal", "a\nb\rc", 3)
-    assert str(refused) == "diff 3 (a\\nb\\rc): path traversal"
-    assert (refused.reason, refused.file, refused.index) == ("path traversal", "a\nb\rc", 3)
+    refused = DiffRefused("path traversal", "a\nb\rc\\d", 3)
+    assert str(refused) == "diff 3 (a\\x0ab\\x0dc\\d): path traversal"
+    assert (refused.reason, refused.file, refused.index) == ("path traversal", "a\nb\rc\\d", 3)
+    # A refusal of the whole batch names no entry.
+    assert str(DiffRefused("too many files (3 > 2)")) == "too many files (3 > 2)"
 
 
 def test_mode_change_needs_permission_both_ways() -> None:
@@ -324,3 +334,18 @@ def test_equal_halves_split_back(path: str) -> None:
 @given(_NAME, _NAME)
 def test_named_sides_split_back(old: str, new: str) -> None:
     assert (old, new) in git_pairs(f"a/{old} b/{new}", [old, new])
+
+
+def _change(kind: str, path: str, old: str | None = None) -> Change:
+    return Change(kind, path, old, "")  # type: ignore[arg-type]
+
+
+def test_apply_order_keeps_a_path_in_section_order() -> None:
+    first = _change("add", "src/util.py/inner.py")
+    gone = _change("delete", "src/util.py")
+    edit = _change("modify", "src/app.py")
+    late = _change("delete", "src/app.py")
+    # a deletion no earlier section touched goes first (a file may become a folder) ...
+    assert apply_order([first, gone]) == [gone, first]
+    # ... one an earlier section touched stays after it
+    assert apply_order([edit, late, gone]) == [gone, edit, late]

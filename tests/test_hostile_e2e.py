@@ -194,17 +194,19 @@ def _tree(root: Path, commit: str) -> list[str]:
 
 
 def _applied_by_git(root: Path, base: str, case: Case) -> list[str]:
-    """The tree `git apply --cached` makes of the case's patches on `base`, on a private index."""
+    """The tree `git apply --cached` makes of the case's patches on `base`, one after another
+    on a private index. Not all at once: git then writes every deletion before any other
+    change, so a change and then a deletion of one file would keep the file."""
     env = {**os.environ, "GIT_INDEX_FILE": str(root.parent / "conformance.index")}
-    patch = "".join(str(d["patch"]) for d in case.diffs)
     subprocess.run(["git", "read-tree", base], cwd=root, env=env, check=True)
-    subprocess.run(
-        ["git", "apply", "--cached", "--whitespace=nowarn", "-"],
-        cwd=root,
-        env=env,
-        input=patch.encode(),
-        check=True,
-    )
+    for entry in case.diffs:
+        subprocess.run(
+            ["git", "apply", "--cached", "--whitespace=nowarn", "-"],
+            cwd=root,
+            env=env,
+            input=str(entry["patch"]).encode(),
+            check=True,
+        )
     tree = subprocess.run(
         ["git", "write-tree"], cwd=root, env=env, capture_output=True, text=True, check=True
     ).stdout.strip()

@@ -162,9 +162,12 @@ def sides(minus: str, plus: str, *, traditional: bool) -> tuple[str | None, str 
     """The old and new paths of a ---/+++ pair as `git apply` reads them (None: no such side),
     from the text after `--- ` and `+++ `; `traditional` when no `diff --git` line leads."""
     old_name, new_name = side(minus, traditional=traditional), side(plus, traditional=traditional)
-    strip = guess_strip(old_name, new_name) if traditional else 1
-    old, new = _strip(old_name, "a/", strip), _strip(new_name, "b/", strip)
-    if not traditional or old is None or new is None:
+    if not traditional:
+        return _strip(old_name, "a/", 1), _strip(new_name, "b/", 1)
+    # a traditional patch's first folder is stripped whatever it is (`diff -urN old/ new/`)
+    strip = guess_strip(old_name, new_name)
+    old, new = _strip(old_name, "", strip), _strip(new_name, "", strip)
+    if old is None or new is None:
         return old, new
     # git reads a traditional pair as one path, created or deleted when GNU diff gives a
     # side the epoch as its time; two unrelated names it would take the new of are refused.
@@ -208,6 +211,7 @@ def _strip(name: str | None, prefix: str, strip: int) -> str | None:
 
 
 def unprefix(name: str, prefix: str) -> str:
-    if name.startswith(prefix):
-        return name[len(prefix) :]
+    """`name` without `prefix` (any first folder when `prefix` is empty)."""
+    if not name.startswith("/") and name.startswith(prefix) and "/" in name:
+        return name.split("/", 1)[1]
     raise Unreadable("absolute path" if name.startswith("/") else "missing a/ b/ prefix")

@@ -403,7 +403,7 @@ HOSTILE: list[Case] = [
     Case(
         "missing_prefix_plain",
         one("src/app.py", "--- src/app.py\n+++ src/app.py\n" + APP),
-        "prefix",
+        "does not match",  # git strips a traditional patch's first folder: this is app.py
     ),
     Case(
         "missing_prefix_git",

@@ -65,6 +65,8 @@ def test_is_epoch(line: str, epoch: bool) -> None:
         ("a/f.orig", "b/f", True, ("f", "f")),
         ("a/f", "b/f~", True, ("f", "f")),
         ("f.orig", "f", True, ("f", "f")),  # no slash anywhere: git strips nothing
+        ("src/x", "src/x", True, ("x", "x")),  # else the first folder, whatever it is
+        ("old/x y 2005-04-12 02:14:06 -07:00", "new/x y", True, ("x y", "x y")),
         ("a/f", "b/g", True, ("f", "g")),  # unrelated: left for the gate to refuse
         ('"a/caf\\303\\251"', '"b/caf\\303\\251"', False, ("café", "café")),
         ("a/x y\t", "b/x y\t", False, ("x y", "x y")),
@@ -82,7 +84,7 @@ def test_sides(
 @pytest.mark.parametrize(
     ("minus", "plus", "reason"),
     [
-        ("src/x", "src/x", "missing a/ b/ prefix"),  # git would strip "src/"
+        ("x", "b/x", "missing a/ b/ prefix"),  # one a folder to strip, one not
         ("/dev/null", "/etc/x", "absolute path"),
         ("a/x\tjunk", "b/x", "control character"),
         ('"a/x" junk', "b/x", "control character"),

@@ -437,7 +437,7 @@ def _run(number: int, run: object) -> str:
     if not isinstance(run, dict):
         return f"<div>run {number}: unreadable</div>"
     flags = [k for k in ("timed_out", "leaked") if run.get(k)]
-    head = f"run {number}: exit {_e(run.get('exit_code'))}, {_e(run.get('duration_s'))} s" + (
+    head = f"run {number}: exit {_e(run.get('exit_code'))}" + (
         f", {_e(', '.join(flags))}" if flags else ""
     )
     tail = run.get("tail")

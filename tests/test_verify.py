@@ -180,7 +180,7 @@ def test_format_lint_license_build_run_in_order_then_tests_twice_with_evidence(
     assert tested["details"]["exit_codes"] == [0, 0]
     assert tested["details"]["command"] == cmds["test"]
     assert "flaky" not in tested["details"] and "process_leak" not in tested["details"]
-    # Evidence: one file per check, in run order, with command, exit codes, durations, tails.
+    # Evidence: one file per check, in run order, with command, exit codes, tails; no timing.
     found = evidence(sample)
     assert list(found) == ["00-format", "01-lint", "02-license", "03-build", "04-test"]
     for stem, doc in found.items():
@@ -190,7 +190,7 @@ def test_format_lint_license_build_run_in_order_then_tests_twice_with_evidence(
         assert len(doc["runs"]) == (2 if name == "test" else 1)
         for run in doc["runs"]:
             assert run["exit_code"] == 0 and run["timed_out"] is False
-            assert isinstance(run["duration_s"], float) and 0 <= run["duration_s"] < 60
+            assert "duration_s" not in run
             assert run["tail"] == f"{name}-says-hello"
     # Nothing asked for acceptance, so nothing was judged or measured.
     assert "phase_completed" not in sample.names()

@@ -31,6 +31,21 @@ class Spellings:
         for path in paths:
             self.add(path)
 
+    def take(self, kind: str, path: str, old_path: str | None) -> str | None:
+        """Count a change in, as its section applies; the other spelling a new path would be
+        the same file as, if any (a case-only rename of one file frees its old one first)."""
+        if kind in ("delete", "rename"):
+            self.remove(old_path or path)
+        if kind in ("add", "rename"):
+            clash = self.clash(path)
+            if clash is not None:
+                return clash
+            self.add(path)
+        return None
+
+    def holds(self, path: str) -> bool:
+        return path in self._files
+
     def clash(self, path: str) -> str | None:
         """The other spelling that `path`, or a folder on its way, would be the same file as."""
         for prefix in _prefixes(path):

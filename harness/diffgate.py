@@ -118,8 +118,13 @@ def check(diffs: Sequence[Mapping[str, object]], rules: Rules) -> list[Change]:
     made: set[str] = set()  # an earlier section's new path needs no citation
     for index, (file, patch) in enumerate(entries):
         try:
-            change = _check_one(file, patch, rules, frozenset(made))
-            _take(spellings, change)
+            change = _check_one(file, patch, rules, frozenset(made), spellings)
+            clash = spellings.take(change.kind, change.path, change.old_path)
+            if clash is not None:
+                shown = repr(clash)[1:-1][:120]
+                raise DiffRefused(
+                    f"same file as {shown} on a case-folding or normalising file system"
+                )
             if change.kind in ("add", "rename"):
                 made.add(change.path)
         except DiffRefused as bad:
@@ -127,19 +132,6 @@ def check(diffs: Sequence[Mapping[str, object]], rules: Rules) -> list[Change]:
             raise DiffRefused(bad.reason, file, index) from None
         changes.append(change)
     return changes
-
-
-def _take(spellings: Spellings, change: Change) -> None:
-    """Refuse a new path another file system takes for another file of the tree, then
-    count the change in (a case-only rename of one file frees its old spelling first)."""
-    if change.kind in ("delete", "rename"):
-        spellings.remove(change.old_path or change.path)
-    if change.kind in ("add", "rename"):
-        clash = spellings.clash(change.path)
-        if clash is not None:
-            shown = repr(clash)[1:-1][:120]
-            raise DiffRefused(f"same file as {shown} on a case-folding or normalising file system")
-        spellings.add(change.path)
 
 
 def apply_order(changes: Sequence[Change]) -> list[Change]:
@@ -167,7 +159,9 @@ def _fields(index: int, entry: object) -> tuple[str, str]:
     return file, patch
 
 
-def _check_one(file: str, patch: str, rules: Rules, made: frozenset[str]) -> Change:
+def _check_one(
+    file: str, patch: str, rules: Rules, made: frozenset[str], tree: Spellings
+) -> Change:
     if "\0" in patch:
         raise DiffRefused("NUL byte in patch")
     # lone surrogates (left by a lossy decode) cannot be written back out as UTF-8
@@ -191,6 +185,11 @@ def _check_one(file: str, patch: str, rules: Rules, made: frozenset[str]) -> Cha
     if hunks == 0 and not (pure_rename or header.bare()):
         raise DiffRefused("no hunks")
     _cross_check(patch, hunks)
+    # git takes a traditional patch of one hunk with no old lines, for a path it does
+    # not find, as that path's creation: so does the gate, and holds it to `creates`.
+    top = _HUNK.fullmatch(body[0]) if hunks == 1 and header.git is None else None
+    if change.kind == "modify" and top and top[1] == "0" and not tree.holds(change.path):
+        change = Change("add", change.path, None, patch)
     _check_modes(header.modes, rules.allow_mode_change)
     _check_policy(change, rules, made)
     return change
@@ -422,18 +421,20 @@ def _check_modes(modes: Mapping[str, str], allow: bool) -> None:
 
 def _check_policy(change: Change, rules: Rules, made: frozenset[str]) -> None:
     for path in _ends(change):
+        # A rename has two ends, and the entry names one: the refusal names the end at fault.
+        end = "" if change.old_path is None else f": {one_line(path)}"
         if _beneath(path, OWNED_PREFIX[:-1]):
-            raise DiffRefused("harness state under ai/")
+            raise DiffRefused(f"harness state under ai/{end}")
         if any(_beneath(path, special) for special in rules.special):
-            raise DiffRefused("symlink or gitlink path")
+            raise DiffRefused(f"symlink or gitlink path{end}")
         if _denied(path, rules.readonly):
-            raise DiffRefused("readonly path")
+            raise DiffRefused(f"readonly path{end}")
         if not matches(path, rules.token_paths):
-            raise DiffRefused("outside write token")
+            raise DiffRefused(f"outside write token{end}")
         if not matches(path, rules.write_scope):
-            raise DiffRefused("outside write scope")
+            raise DiffRefused(f"outside write scope{end}")
         if rules.no_new_deps and _denied(path, rules.manifests):
-            raise DiffRefused("dependency manifest under no-new-deps")
+            raise DiffRefused(f"dependency manifest under no-new-deps{end}")
     if change.kind in ("add", "rename") and not matches(change.path, rules.creates):
         raise DiffRefused("new file not in creates")
     source = change.old_path or change.path

@@ -390,6 +390,13 @@ HOSTILE: list[Case] = [
         one("../u.py", rename("src/util.py", '"../u.py"').replace('b/"../u.py"', '"b/../u.py"')),
         "path traversal",
     ),
+    # git creates the missing file of a traditional patch that needs no old lines
+    Case(
+        "creation_by_missing_file",
+        one("docs/new.md", plain("docs/new.md", NEW)),
+        "not in creates",
+        overrides={"creates": ()},
+    ),
     # GNU diff dates a side that does not exist at the epoch: git creates the file
     Case(
         "epoch_creation_not_in_creates",
@@ -679,6 +686,7 @@ BENIGN: list[Case] = [
     Case("gnu_new_file", one("docs/new.md", _gnu("docs/new.md", _EPOCH, _STAMP, NEW)), ""),
     Case("gnu_deletion", one("src/util.py", _gnu("src/util.py", _STAMP, _EPOCH, DEL_UTIL)), ""),
     Case("quoted_name", one("src/é.py", _QUOTED), ""),
+    Case("traditional_creation", one("docs/new.md", plain("docs/new.md", NEW)), ""),
     Case(
         "quoted_rename",
         one(

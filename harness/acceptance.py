@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-import sys
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
@@ -225,7 +224,8 @@ class Judge:
         if data is None:
             # The command left only coverage's data file: turn it into the JSON report.
             name = shlex.quote(self.cfg.coverage_report)
-            export = f"{shlex.quote(sys.executable)} -m coverage json -q -o {name}"
+            # $HARNESS_PYTHON, not this machine's path: the command is recorded.
+            export = f'"$HARNESS_PYTHON" -m coverage json -q -o {name}'
             exported = self.runner.check(f"coverage-json-{label}", export, where)
             self.verdict.checks.append(exported)
             data = files.read_untrusted(report, REPORT_LIMIT) if exported.passed else None

@@ -486,7 +486,8 @@ def test_coverage_and_command_criteria_hold(sample: Sample) -> None:
         "acceptance-cmd",
     ]
     assert found["00-coverage-change"]["command"] == COVERAGE
-    assert " -m coverage json -q -o " in found["01-coverage-json-change"]["command"]
+    exported = found["01-coverage-json-change"]["command"]
+    assert exported == '"$HARNESS_PYTHON" -m coverage json -q -o coverage.json'  # no host path
     assert found["04-acceptance-cmd"]["command"] == "grep -q VALUE src/calc.py"
     assert all(doc["exit_codes"] == [0] for doc in found.values())
 

@@ -222,6 +222,8 @@ def _parse_header(head: list[str]) -> _Header:
             quoted = patchnames.git_line(git)
             if quoted is None:
                 patchnames.check_git_prefixes(git)
+        elif n == 0 and line.startswith("diff -"):
+            _no_control(line)  # the command `diff -ruN` writes first: git reads past it
         elif line.startswith("--- ") and stage == 0:
             sides, stage = [line[4:]], 1
         elif line.startswith("+++ ") and stage == 1:

@@ -1,4 +1,5 @@
-"""git's own `git apply` test patches (tests/conformance/, see its README), each with git's
+"""git's own `git apply` test patches and real upstream commits (tests/conformance/, see its
+README), each with git's
 verdict beside harness's: harness accepts every plain in-repository text change git accepts,
 with the tree git makes, and refuses only for a reason it names."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ def _base(tmp: Path, tree: dict[str, str]) -> tuple[Path, str]:
     root.mkdir()
     _git(root, "init", "-q", "-b", "main")
     for name, text in tree.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(text.encode("utf-8"))
     (root / "README").write_text("conformance\n")
     _git(root, "add", "-A")
@@ -69,12 +72,20 @@ def _rules(tree: dict[str, str]) -> Rules:
     )
 
 
+def _section(section: dict[str, Any]) -> str:
+    """A section's patch: its file, or the `part`-th file of a commit's patch, which a worker
+    would give as an entry of its own."""
+    text = (HERE / section["patch"]).read_bytes().decode("utf-8")
+    if "part" not in section:
+        return text
+    starts = [0] + [found.start() + 1 for found in re.finditer("\ndiff --git ", text)]
+    bounds = [*starts, len(text)]
+    return text[bounds[section["part"]] : bounds[section["part"] + 1]]
+
+
 def _harness(root: Path, base: str, case: dict[str, Any]) -> tuple[str, str | None]:
     """harness's verdict ("accept" or why not) and the tree it would commit."""
-    sections = [
-        {"file": s["file"], "patch": (HERE / s["patch"]).read_bytes().decode("utf-8")}
-        for s in case["sections"]
-    ]
+    sections = [{"file": s["file"], "patch": _section(s)} for s in case["sections"]]
     try:
         changes = check(sections, _rules(case["tree"]))
     except DiffRefused as refused:
@@ -92,7 +103,7 @@ def _harness(root: Path, base: str, case: dict[str, Any]) -> tuple[str, str | No
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_git_and_harness_verdicts(tmp_path: Path, case: dict[str, Any]) -> None:
     root, base = _base(tmp_path, case["tree"])
-    patches = [HERE / s["patch"] for s in case["sections"]]
+    patches = list(dict.fromkeys(HERE / s["patch"] for s in case["sections"]))
     git_tree = _git_tree(root, base, patches)
     assert ("accept" if git_tree else "refuse") == case["git"]
     verdict, tree = _harness(root, base, case)
@@ -108,7 +119,7 @@ def test_git_and_harness_verdicts(tmp_path: Path, case: dict[str, Any]) -> None:
 
 def test_the_suite_holds_each_class() -> None:
     names = " ".join(c["name"] for c in CASES)
-    for origin in ("t4101", "t4109", "t4127", "t4132", "t4135"):
+    for origin in ("t4101", "t4109", "t4127", "t4132", "t4135", "417f3357e5", "2d6da44be2"):
         assert origin in names
     # git applies these and harness does not, each for the reason its case names
     refused = [c["name"] for c in CASES if c["git"] == "accept" and c["harness"] != "accept"]

@@ -1,7 +1,6 @@
 """git's own `git apply` test patches and real upstream commits (tests/conformance/, see its
-README), each with git's
-verdict beside harness's: harness accepts every plain in-repository text change git accepts,
-with the tree git makes, and refuses only for a reason it names."""
+README), each with git's verdict beside harness's: harness accepts every plain in-repository
+text change git accepts, with the tree git makes, and refuses only for a reason it names."""
 
 from __future__ import annotations
 

@@ -323,7 +323,8 @@ def _resolve(header: _Header, file: str, patch: str, *, has_body: bool) -> Chang
     if header.git is not None and (old_path or path, path) not in header.git:
         raise DiffRefused("diff --git paths disagree with ---/+++")
     if file != path:
-        raise DiffRefused("file field does not match patch path")
+        shown = repr(path)[1:-1][:120]
+        raise DiffRefused(f"file field does not match patch path {shown} (as git reads it)")
     return Change(kind, path, old_path, patch)
 
 

@@ -410,7 +410,7 @@ HOSTILE: list[Case] = [
     Case(
         "missing_prefix_plain",
         one("src/app.py", "--- src/app.py\n+++ src/app.py\n" + APP),
-        "does not match",  # git strips a traditional patch's first folder: this is app.py
+        "does not match patch path app.py",  # git strips a traditional patch's first folder
     ),
     Case(
         "missing_prefix_git",
@@ -490,6 +490,14 @@ HOSTILE: list[Case] = [
     ),
     Case("empty_patch", one("src/app.py", ""), "empty patch"),
     Case("truncated_patch", one("src/util.py", modify("src/util.py", UTIL)[:-1]), "truncated"),
+    Case(
+        "chatter_after_diff_command",
+        one(
+            "src/util.py",
+            "diff -ruN a/src/util.py b/src/util.py\nSee:\n" + plain("src/util.py", UTIL),
+        ),
+        "unknown header",
+    ),
     Case(
         "chatter_before_patch",
         one("src/util.py", "Here is the fix:\n" + plain("src/util.py", UTIL)),
@@ -683,7 +691,14 @@ BENIGN: list[Case] = [
         one("src/util.py", "--- a/src/util.py\t2024-01-01 00:00:00\n+++ b/src/util.py\n" + UTIL),
         "",
     ),
-    Case("gnu_new_file", one("docs/new.md", _gnu("docs/new.md", _EPOCH, _STAMP, NEW)), ""),
+    Case(
+        "gnu_new_file",
+        one(
+            "docs/new.md",
+            "diff -ruN a/docs/new.md b/docs/new.md\n" + _gnu("docs/new.md", _EPOCH, _STAMP, NEW),
+        ),
+        "",
+    ),
     Case("gnu_deletion", one("src/util.py", _gnu("src/util.py", _STAMP, _EPOCH, DEL_UTIL)), ""),
     Case("quoted_name", one("src/é.py", _QUOTED), ""),
     Case("traditional_creation", one("docs/new.md", plain("docs/new.md", NEW)), ""),

@@ -179,6 +179,7 @@ def _check_one(
         header = _parse_header(head)
     except patchnames.Unreadable as bad:
         raise DiffRefused(str(bad)) from None
+    _check_modes(header.modes, rules.allow_mode_change)
     change = _resolve(header, file, patch, has_body=bool(body))
     hunks = _walk_hunks(body)
     pure_rename = change.kind == "rename" and header.similarity == 100
@@ -190,7 +191,6 @@ def _check_one(
     top = _HUNK.fullmatch(body[0]) if hunks == 1 and header.git is None else None
     if change.kind == "modify" and top and top[1] == "0" and not tree.holds(change.path):
         change = Change("add", change.path, None, patch)
-    _check_modes(header.modes, rules.allow_mode_change)
     _check_policy(change, rules, made)
     return change
 

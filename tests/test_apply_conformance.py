@@ -18,9 +18,18 @@ from harness.diffgate import DEFAULT_MANIFESTS, DiffRefused, Rules, apply_order,
 
 HERE = Path(__file__).parent / "conformance"
 CASES: list[dict[str, Any]] = json.loads((HERE / "cases.json").read_text("utf-8"))["cases"]
-# Why harness may refuse what git takes: a name no checkout holds alike everywhere, text git
-# skips before a patch (the gate reads no prose), or git's own refusal at apply.
-NAMED = ("control character", "backslash in path", "unknown header line", "apply refused")
+# Why harness may refuse what git takes: an unsafe class (an escape, a link, a binary, a mode,
+# .git or harness's own ai/), a name no checkout holds alike everywhere, text git skips before
+# a patch (the gate reads no prose), or git's own refusal at apply.
+UNSAFE = (
+    "path traversal",
+    "symlink mode",
+    "binary patch",
+    "mode change",
+    ".git path",
+    "harness state",
+)
+NAMED = (*UNSAFE, "control character", "backslash in path", "unknown header line", "apply refused")
 
 
 def _git(root: Path, *args: str, env: dict[str, str] | None = None) -> str:
@@ -121,12 +130,17 @@ def test_the_suite_holds_each_class() -> None:
     for origin in ("t4101", "t4109", "t4127", "t4132", "t4135", "417f3357e5", "2d6da44be2"):
         assert origin in names
     # git applies these and harness does not, each for the reason its case names
-    refused = [c["name"] for c in CASES if c["git"] == "accept" and c["harness"] != "accept"]
+    refused = [
+        c["name"]
+        for c in CASES
+        if c["git"] == "accept" and c["harness"] != "accept" and c["harness"] not in UNSAFE
+    ]
     assert refused == [
         *(f"t4135 {kind}-with {what}" for what in ("tab", "backslash") for kind in KINDS),
         "t4109 git apply (2)",  # a shell line before the patch
     ]
-    assert len(CASES) - len(refused) >= 40
+    assert {c["harness"] for c in CASES if c["name"].startswith("unsafe")} == set(UNSAFE)
+    assert sum(c["harness"] == "accept" for c in CASES) >= 40
 
 
 KINDS = ("git", "diff", "add")

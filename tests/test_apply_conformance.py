@@ -15,6 +15,8 @@ import pytest
 
 from harness import repo
 from harness.diffgate import DEFAULT_MANIFESTS, DiffRefused, Rules, apply_order, check
+from tests.hostile_corpus import Case
+from tests.test_hostile_e2e import applied_by_git, build, git, run_next, tree
 
 HERE = Path(__file__).parent / "conformance"
 CASES: list[dict[str, Any]] = json.loads((HERE / "cases.json").read_text("utf-8"))["cases"]
@@ -144,3 +146,26 @@ def test_the_suite_holds_each_class() -> None:
 
 
 KINDS = ("git", "diff", "add")
+
+
+UPSTREAM = [c for c in CASES if c["name"].startswith("upstream")]
+
+
+@pytest.mark.parametrize("case", UPSTREAM, ids=[c["name"] for c in UPSTREAM])
+def test_upstream_commit_lands_through_the_cli(tmp_path: Path, case: dict[str, Any]) -> None:
+    """A real commit returned by a worker, a section an entry: `harness next` commits it, and
+    the commit holds the tree git makes of it."""
+    diffs: list[dict[str, object]] = [
+        {"file": s["file"], "patch": _section(s)} for s in case["sections"]
+    ]
+    rules = _rules(case["tree"])
+    overrides = {
+        name: getattr(rules, name)
+        for name in ("write_scope", "readonly", "creates", "cited", "no_new_deps", "tree")
+    }
+    as_case = Case(case["name"], diffs, "", overrides=overrides)
+    root = build(tmp_path, as_case, {**case["tree"], "README": "conformance\n"})
+    base = git(root, "rev-parse", "HEAD").strip()
+    res = run_next(root)
+    assert res.returncode == 0, res.stderr
+    assert tree(root, "HEAD") == applied_by_git(root, base, as_case)

@@ -25,14 +25,15 @@ def _toml_list(items: tuple[str, ...]) -> str:
     return "[" + ", ".join(orjson.dumps(i).decode() for i in items) + "]"
 
 
-def build(tmp: Path, case: Case) -> Path:
-    """A repository holding the corpus's base tree, set up so the subtask's rules are `case`'s."""
+def build(tmp: Path, case: Case, base: dict[str, str] = BASE_FILES) -> Path:
+    """A repository holding the corpus's base tree (or `base`), set up so the subtask's rules
+    are `case`'s."""
     rules: Rules = rules_for(case)
     root = tmp / "repo"
-    for rel, text in BASE_FILES.items():
+    for rel, text in base.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    for rel, target in SYMLINKS.items():
+    for rel, target in SYMLINKS.items() if base is BASE_FILES else ():
         os.symlink(target, root / rel)
     subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
@@ -87,7 +88,7 @@ def build(tmp: Path, case: Case) -> Path:
         "id": "T1",
         "role": "localized-impl",
         "goal": f"case {case.name}",
-        "inputs": sorted(p for p in rules.cited if p in BASE_FILES),
+        "inputs": sorted(p for p in rules.cited if p in base),
         "acceptance": [],
         "write_scope": list(rules.write_scope),
         "creates": list(rules.creates),
@@ -184,16 +185,16 @@ def test_benign_twin_is_applied_and_committed(tmp_path: Path, case: Case) -> Non
     assert subjects == ["harness: record demo", f"localized-impl: case {case.name}"]
     assert git(root, "diff", "--name-only", base, "HEAD", "--", ".", ":(exclude)ai") != ""
     assert git(root, "status", "--porcelain") == ""
-    assert _tree(root, "HEAD") == _applied_by_git(root, base, case)
+    assert tree(root, "HEAD") == applied_by_git(root, base, case)
 
 
-def _tree(root: Path, commit: str) -> list[str]:
+def tree(root: Path, commit: str) -> list[str]:
     """Every entry of `commit`'s tree outside ai/, with its mode and blob."""
     listing = git(root, "ls-tree", "-r", commit).splitlines()
     return [line for line in listing if not line.split("\t", 1)[1].startswith("ai/")]
 
 
-def _applied_by_git(root: Path, base: str, case: Case) -> list[str]:
+def applied_by_git(root: Path, base: str, case: Case) -> list[str]:
     """The tree `git apply --cached` makes of the case's patches on `base`, one after another
     on a private index. Not all at once: git then writes every deletion before any other
     change, so a change and then a deletion of one file would keep the file."""
@@ -207,7 +208,7 @@ def _applied_by_git(root: Path, base: str, case: Case) -> list[str]:
             input=str(entry["patch"]).encode(),
             check=True,
         )
-    tree = subprocess.run(
+    made = subprocess.run(
         ["git", "write-tree"], cwd=root, env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
-    return _tree(root, tree)
+    return tree(root, made)

@@ -244,6 +244,12 @@ def cmd_step(args: argparse.Namespace) -> int:
     layout, task_id = _task(args)
     with locked(layout, task_id, args.wait):
         task = orchestrator.Task.load(layout, task_id, clock.from_env())
+        checked = task.config.verify
+        if not (checked.builds or checked.test or args.quiet or args.json):
+            # The user may think their tests ran: say they did not, before any call.
+            orchestrator.tell(
+                "build: none configured, test: none configured ([verify] in ai/harness.toml)"
+            )
         try:
             # Left before anything else is printed (the record's notices, an error's line),
             # so a board on the terminal is closed under its last drawing first.
@@ -258,7 +264,9 @@ def cmd_step(args: argparse.Namespace) -> int:
                     else:
                         doc = {"event": "subtask_done", **done._asdict()}
                         sid = done.subtask
-                        text = f"{sid}\tdone\t{_short(done.commit)}\t{_short(done.call_id)}"
+                        # A loop whose last round changed nothing ends on its rounds' commit.
+                        made = done.commit or task.model.summary(sid)["commit"]
+                        text = f"{sid}\tdone\t{_short(made)}\t{_short(done.call_id)}"
                     # At once, and with --json a JSON line like the progress lines around it.
                     say(files.dumps(doc).decode() if args.json else text, sid)
         finally:
@@ -289,7 +297,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         for text in row["unverified"]:
             print(f"\t{row['id']} unverified: {printable(text)}")
     if doc["cost_usd"]:
-        print(f"cost: ${doc['cost_usd']:.4f}")
+        unknown = doc["cost_unknown_calls"]
+        partial = f" (partial: {unknown} call(s) reported no cost)" if unknown else ""
+        print(f"cost: ${doc['cost_usd']:.4f}{partial}")
     for name, use in doc["budgets"].items():
         used = "" if use["used"] is None else f"{use['used']:g} of "
         print(f"budget {name}: {used}{use['limit']:g}")
@@ -308,7 +318,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         task = orchestrator.Task.load(layout, task_id, clock.from_env())
         step = orchestrator.resume(task, args.reason)
         _record(task)
-    print(f"task {task_id} resumed at {step}")
+    # No step: the blocker was the task's end (failures that went on, a budget).
+    print(f"task {task_id} resumed at {step or 'its end'}")
     return 0
 
 

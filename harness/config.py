@@ -24,8 +24,10 @@ readonly = []
 visible = ["**"]
 
 [verify]
-# build = "python -m compileall -q src"
-# test = "python -m pytest -q -p no:cacheprovider"
+# Nothing here: a change is gated and its acceptance judged, but nothing builds or tests it
+# (runs say so). $HARNESS_PYTHON is the Python running harness.
+# build = '"$HARNESS_PYTHON" -m compileall -q src'
+# test = '"$HARNESS_PYTHON" -m pytest -q -p no:cacheprovider'
 
 [defaults]
 timeouts = { soft_s = 600, hard_s = 900 }
@@ -58,8 +60,12 @@ class Verify:
     isolate_network: bool = True
     # harness's own Python, which has coverage: a sandbox's PATH may hold no `python`.
     coverage_command: str = '"$HARNESS_PYTHON" -m coverage run --branch -m pytest'
-
     coverage_report: str = "coverage.json"
+
+    @property
+    def builds(self) -> bool:
+        """Whether the build phase runs anything: format, lint, license or build."""
+        return any((self.format, self.lint, self.license, self.license_header, self.build))
 
 
 DRAFTED_BUDGETS = {"max_steps": 10, "max_parallel": 3, "max_runtime_s": 300}

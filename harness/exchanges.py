@@ -174,11 +174,13 @@ def reported(stdout: bytes) -> tuple[float | None, int | None]:
     return found.get("cost_usd"), (None if tokens is None else int(tokens))
 
 
-def total_cost(folder: Path, root: Path) -> float:
-    """The cost the task's agents reported (metrics.cost_usd), over every recorded call."""
-    total = 0.0
+def total_cost(folder: Path, root: Path) -> tuple[float, int]:
+    """The cost the task's agents reported (metrics.cost_usd), over every recorded call, and
+    how many calls reported none: while any did, the total is only what is known."""
+    total, unknown = 0.0, 0
     for name, found in _everything(folder, root).items():
         if name.count("/") == 1 and name.endswith("/stdout.ndjson") and isinstance(found, bytes):
             cost, _ = reported(found)
             total += cost or 0.0
-    return total
+            unknown += cost is None
+    return total, unknown

@@ -17,3 +17,9 @@ _ESCAPES = {
 def printable(text: str) -> str:
     """`text` with controls and bidi controls escaped as \\xNN and \\uNNNN."""
     return text.translate(_ESCAPES)
+
+
+def one_line(text: str) -> str:
+    """`text` with controls and bidi controls escaped, backslashes left as they are: for a
+    name kept in a message that is escaped again (`printable`) when it is shown."""
+    return text.translate({k: v for k, v in _ESCAPES.items() if k != ord("\\")})

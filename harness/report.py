@@ -170,6 +170,13 @@ def _cost(value: float) -> str:
     return f"${value:.4f}"
 
 
+def _total_cost(known: float, unknown: int) -> str:
+    """The cost reported, and that it is only part of it while some calls reported none."""
+    if not unknown:
+        return _cost(known)
+    return f"{_cost(known)} (partial: {unknown} call(s) reported no cost)"
+
+
 def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     """A table of already-escaped cells."""
     out = ["<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>"]
@@ -235,7 +242,7 @@ def _summary(
         ("Subtasks done", f"{done}/{len(plan.subtasks)}"),
         ("Task", "complete" if complete else "not complete"),
         ("Events", str(len(events))),
-        ("Total cost", _cost(exchanges.total_cost(layout.exchanges(task_id), layout.root))),
+        ("Total cost", _total_cost(*exchanges.total_cost(layout.exchanges(task_id), layout.root))),
         ("Tokens used", _number(sum(m.get("tokens", 0.0) for m in used))),
         ("Turns", _number(sum(m.get("turns", 0.0) for m in used))),
         ("Plan created", _e(plan.created)),
@@ -251,8 +258,9 @@ def _summary(
     out.append("</dl>")
     block = model.blocker
     if block is not None:
+        where = block.get("step") or "the task's end"  # no step: failures that went on
         out.append(
-            f'<p class="blocked" id="blocker">Blocked at {_e(block.get("step"))}: '
+            f'<p class="blocked" id="blocker">Blocked at {_e(where)}: '
             f"{_e(block.get('error', 'see the log'))}</p>"
         )
     out.append("</section>")

@@ -15,7 +15,8 @@ from .progress import Log
 def status(layout: Layout, task_id: str, clock: Clock) -> dict[str, Any]:
     """Per subtask in run order its status, why, commit, call, the plan it runs (if it runs
     one) and unverified criteria; the
-    blocker in force, whether the task is complete, its agents' cost, and how many events
+    blocker in force, whether the task is complete, its agents' cost (and how many calls
+    reported none), and how many events
     ran uncontained. This is the document `harness status --json` prints."""
     plan = plan_mod.load(layout.plan(task_id), layout.root, task_id)
     log = Log(layout.log(task_id), task_id, clock)
@@ -33,12 +34,14 @@ def status(layout: Layout, task_id: str, clock: Clock) -> dict[str, Any]:
         if row["plan"] is not None and row["id"] in model.done:
             row["commit"] = model.done[row["id"]].commit  # the record of the plan it ran
     block = model.blocker
+    cost, unknown = exchanges.total_cost(layout.exchanges(task_id), layout.root)
     return {
         "task_id": task_id,
         "blocked": block and {"step": block.get("step"), "error": block.get("error")},
         "subtasks": rows,
         "complete": model.completed is not None,
-        "cost_usd": round(exchanges.total_cost(layout.exchanges(task_id), layout.root), 6),
+        "cost_usd": round(cost, 6),
+        "cost_unknown_calls": unknown,  # calls whose agent reported no cost
         "uncontained_events": model.uncontained,
         # Use against each budget the task has; parallelism and runtime are a run's own.
         "budgets": {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -80,7 +81,9 @@ def _token(t: dict[str, Any]) -> Token:
 def select(
     tokens: list[Token], named: str | None, globs: Sequence[str], ts: str
 ) -> tuple[Token | None, str | None]:
-    """The subtask's named token, else the first usable one covering `globs`; with why not."""
+    """The subtask's named token, else the first usable one covering `globs` (its
+    write_scope and creates, which may repeat a glob); with why not."""
+    globs = list(dict.fromkeys(globs))
     if named is not None:
         token = next((t for t in tokens if t.id == named), None)
         if token is None:
@@ -91,7 +94,11 @@ def select(
     for token in tokens:
         if token.usable_at(ts) is None and token.covers(globs):
             return token, None
-    return None, f"no usable token covers {', '.join(globs)}"
+    paths = " ".join(shlex.quote(g) for g in globs)
+    return None, (
+        f"no usable token covers {', '.join(globs)} "
+        f"(issue one: harness tokens issue --paths {paths} --ttl 2h)"
+    )
 
 
 def _save(

@@ -380,6 +380,7 @@ def status_json(sample: Sample) -> dict[str, Any]:
         "complete",
         "subtasks",
         "cost_usd",
+        "cost_unknown_calls",
         "uncontained_events",
         "budgets",
     }

@@ -16,6 +16,8 @@ from harness import files, registry, workers
 
 from .conftest import CLOCK, Sample, calc_patch, demo_cli, ok, subtask
 
+ISSUE = " (issue one: harness tokens issue --paths 'src/**' --ttl 2h)"
+
 
 def document(res: subprocess.CompletedProcess[str]) -> Any:
     """The one JSON document a --json command printed, checked to be in its stable form."""
@@ -172,8 +174,8 @@ def test_plan_validate_json_gives_the_order_or_every_problem(sample: Sample) -> 
     doc = orjson.loads(res.stdout)
     assert res.returncode == 1 and doc["valid"] is False and doc["order"] == []
     assert doc["problems"] == [
-        "subtask T1: no usable token covers src/**",
-        "subtask T2: no usable token covers src/**",
+        f"subtask T1: no usable token covers src/**{ISSUE}",
+        f"subtask T2: no usable token covers src/**{ISSUE}",
     ]
 
 

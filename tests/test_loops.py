@@ -48,6 +48,8 @@ def test_a_no_diff_loop_runs_until_the_worker_has_nothing_left(sample: Sample) -
     assert [r["details"]["commit"] for r in rounds] == [a["details"]["commit"] for a in applied]
     done = events(sample, "step_completed")[0]["details"]
     assert done["loop"] == {"rounds": 3, "stopped": "no_diff"} and done["commit"] is None
+    # The last round changed nothing: the run names the rounds' last commit.
+    assert res.stdout.startswith(f"L1\tdone\t{applied[-1]['details']['commit'][:12]}\t")
     # Each round is its own call, on the head the round before left.
     calls = [e["details"] for e in events(sample, "subagent_invoked")]
     assert len({c["call_id"] for c in calls}) == 3

@@ -295,7 +295,8 @@ def test_no_usable_token_refuses_the_run_before_any_call(sample: Sample) -> None
     assert res.returncode == 1
     assert res.stderr == (
         "harness: pre-flight of task demo: 1 problem(s), no worker called: "
-        "subtask T1: no usable token covers src/**\n"
+        "subtask T1: no usable token covers src/** "
+        "(issue one: harness tokens issue --paths 'src/**' --ttl 2h)\n"
     )
     assert sample.events() == []  # no worker was asked to write in vain; nothing logged
     assert sample.head() == head
@@ -352,7 +353,7 @@ def test_one_shot_token_is_spent_by_its_first_applied_diff(sample: Sample) -> No
     token = sample.read_json("ai/agents/write_tokens.json")["tokens"][0]
     assert token["spent"]["task_id"] == "demo"
     failed = sample.events()[-2]
-    assert failed["error"] == "subtask T2: no usable token covers src/**"
+    assert failed["error"].startswith("subtask T2: no usable token covers src/** (issue one")
     assert failed["details"]["phase"] == "preflight"
     assert sample.names().count("subagent_invoked") == 1  # T2 was never called
 

@@ -185,7 +185,10 @@ def _check_one(
     pure_rename = change.kind == "rename" and header.similarity == 100
     if hunks == 0 and not (pure_rename or header.bare()):
         raise DiffRefused("no hunks")
-    _cross_check(patch, hunks)
+    # From `--- ` on when there is one: unidiff splits a `diff --git` line at its last " b/",
+    # so a name holding " b/" (git reads it by the other headers) would fail it.
+    minus = next((n for n, line in enumerate(head) if line.startswith("--- ")), 0)
+    _cross_check("".join(line + "\n" for line in lines[minus:]), hunks)
     # git takes a traditional patch of one hunk with no old lines, for a path it does
     # not find, as that path's creation: so does the gate, and holds it to `creates`.
     top = _HUNK.fullmatch(body[0]) if hunks == 1 and header.git is None else None

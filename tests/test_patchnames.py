@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
+from harness.diffgate import Rules, check
 from harness.patchnames import Unreadable, is_epoch, sides, timestamp_len, unquote
 
 
@@ -93,3 +97,55 @@ def test_sides(
 def test_sides_refused(minus: str, plus: str, reason: str) -> None:
     with pytest.raises(Unreadable, match=reason):
         sides(minus, plus, traditional=True)
+
+
+# Names git quotes, pads with a TAB, or that look like what follows a name.
+NAMES = [
+    "café.txt",
+    "日本語/ü ö.md",
+    "user guide.md",
+    'quote".txt',
+    "x~",
+    "notes 2024-01-01",
+    "at 2024-01-01 00:00:00 +0000",
+    "a b/c d.txt",
+]
+OPEN = Rules(
+    write_scope=("**",),
+    token_paths=("**",),
+    readonly=(),
+    creates=("**",),
+    cited=frozenset(),
+    manifests=(),
+    no_new_deps=False,
+)
+
+
+def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(args, cwd=cwd, capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_names_git_and_gnu_diff_write_are_read_as_git_reads_them(tmp_path: Path, name: str) -> None:
+    """Each name written by `git diff` (core.quotePath as it comes) and by GNU `diff -uN`:
+    the gate reads the very path, and git applies the patch."""
+    repo = tmp_path / "repo"
+    assert _run(tmp_path, "git", "init", "-q", str(repo)).returncode == 0
+    (repo / name).parent.mkdir(parents=True, exist_ok=True)
+    (repo / name).write_text("x\n")
+    assert _run(repo, "git", "add", "--", name).returncode == 0
+    by_git = _run(repo, "git", "diff", "--cached").stdout.decode("utf-8")
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+    (tmp_path / "b" / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "b" / name).write_text("x\n")
+    by_gnu = _run(tmp_path, "diff", "-uN", f"a/{name}", f"b/{name}").stdout.decode("utf-8")
+    assert _run(repo, "git", "rm", "-q", "--cached", "--", name).returncode == 0
+    (repo / name).unlink()
+    for patch in (by_git, by_gnu):
+        [change] = check([{"file": name, "patch": patch}], OPEN)
+        assert (change.kind, change.path) == ("add", name)
+        applied = subprocess.run(
+            ["git", "apply", "--check", "-"], cwd=repo, input=patch.encode(), capture_output=True
+        )
+        assert applied.returncode == 0, applied.stderr

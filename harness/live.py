@@ -27,9 +27,10 @@ class Live(Protocol):
     def started(self, subtask: str, agent: str, role: str, retry: bool) -> None:
         """A worker process is about to be started for `subtask` (its retry, if `retry`)."""
 
-    def ended(self, subtask: str, phase: str, ok: bool) -> None:
+    def ended(self, subtask: str, phase: str, ok: bool, outcome: str | None = None) -> None:
         """A phase of `subtask`'s step ended (call, gate, apply, build, test, acceptance,
-        commit), passed or failed."""
+        commit), passed or failed; `outcome` says how in a word when that is neither (a
+        supervisor's REORIENT: "reoriented")."""
 
     def returned(self, subtask: str) -> None:
         """With several calls in flight, `subtask`'s worker process ended; its answer is
@@ -42,7 +43,7 @@ class Silent:
     def started(self, subtask: str, agent: str, role: str, retry: bool) -> None:
         pass
 
-    def ended(self, subtask: str, phase: str, ok: bool) -> None:
+    def ended(self, subtask: str, phase: str, ok: bool, outcome: str | None = None) -> None:
         pass
 
     def returned(self, subtask: str) -> None:
@@ -77,10 +78,12 @@ class Lines:
         doc = {"event": "call_returned", "subtask": subtask, "elapsed_s": round(elapsed, 3)}
         self.emit(doc, f"{subtask}: answered after {elapsed:.1f}s; it lands in plan order")
 
-    def ended(self, subtask: str, phase: str, ok: bool) -> None:
+    def ended(self, subtask: str, phase: str, ok: bool, outcome: str | None = None) -> None:
         elapsed = self.since(subtask)
         doc = {"event": "phase_ended", "subtask": subtask, "phase": phase, "ok": ok}
-        verdict = "ok" if ok else "failed"
+        if outcome is not None:
+            doc["outcome"] = outcome
+        verdict = outcome or ("ok" if ok else "failed")
         self.emit(
             doc | {"elapsed_s": round(elapsed, 3)}, f"{subtask}: {phase} {verdict} {elapsed:.1f}s"
         )
@@ -179,9 +182,10 @@ class Board:
             self.set(subtask, "answered, waiting its turn", stopped=False)
             self.paint()
 
-    def ended(self, subtask: str, phase: str, ok: bool) -> None:
+    def ended(self, subtask: str, phase: str, ok: bool, outcome: str | None = None) -> None:
         with self.lock:
-            self.set(subtask, f"{phase} {'ok' if ok else 'failed'}", stopped=not ok)
+            verdict = outcome or ("ok" if ok else "failed")
+            self.set(subtask, f"{phase} {verdict}", stopped=not ok)
             self.paint()
 
     # -- drawing ---------------------------------------------------------------------------

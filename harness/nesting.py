@@ -236,8 +236,8 @@ class Prefixed:
     def started(self, subtask: str, agent: str, role: str, retry: bool) -> None:
         self.live.started(self.prefix + subtask, agent, role, retry)
 
-    def ended(self, subtask: str, phase: str, ok: bool) -> None:
-        self.live.ended(self.prefix + subtask, phase, ok)
+    def ended(self, subtask: str, phase: str, ok: bool, outcome: str | None = None) -> None:
+        self.live.ended(self.prefix + subtask, phase, ok, outcome)
 
     def returned(self, subtask: str) -> None:
         self.live.returned(self.prefix + subtask)

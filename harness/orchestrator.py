@@ -161,8 +161,7 @@ class Task:
             for agent_id in sub.agents or (None,)
             if registry.route(task.agents, sub.role, agent_id) is None
         ] + [
-            f"subtask {sub.id} is supervised, but no agent has the {supervision.ROLE!r} "
-            "capability"
+            f"subtask {sub.id}: supervised, but no agent has the {supervision.ROLE!r} capability"
             for sub in task.plan.subtasks
             if log is not None and sub.supervised == plan_mod.AGENT and task.supervisor is None
         ]
@@ -733,9 +732,9 @@ class Subtask:
     def error(self, event: str, details: dict[str, Any], reason: str | None) -> None:
         self.log.append(event, "error", step=self.sub.id, details=details, error=reason)
 
-    def phase(self, name: str, ok: bool) -> bool:
+    def phase(self, name: str, ok: bool, outcome: str | None = None) -> bool:
         """Tell the live reporter a phase ended; `ok` back, so a check stays one line."""
-        self.task.live.ended(self.sub.id, name, ok)
+        self.task.live.ended(self.sub.id, name, ok, outcome)
         return ok
 
     # -- one attempt -----------------------------------------------------------------------
@@ -1346,7 +1345,10 @@ class Subtask:
                     self.log.append("approval_requested", "pending", step=sub.id, details=details)
                 raise self.awaiting(att)
             self.ask(att, call, result, changes, tree)
-        return self.phase("supervise", att.has("step_approved"))
+        # A REORIENT or PAUSE is the supervisor's word, not a failure: shown as what it is.
+        said = att.verdict
+        outcome = None if said is None else _VERDICT_WORDS.get(said["event"])
+        return self.phase("supervise", att.has("step_approved"), outcome)
 
     def ask(
         self,
@@ -1516,6 +1518,7 @@ def _answer(
 MAX_BACKOFF_S = 60.0
 # Roles whose work is a judgment: their answer may rightly change nothing.
 NO_CHANGE_ROLES = frozenset({"review", "audit"})
+_VERDICT_WORDS = {"step_reoriented": "reoriented", "step_paused": "paused"}
 
 
 def _slot_folder(slot: int) -> str:

@@ -204,3 +204,24 @@ def test_doctor_starts_each_agent_in_its_sandbox_and_names_the_fix(sample: Sampl
     assert (
         "agent claude: claude not found on PATH (npm install -g @anthropic-ai/claude-code)" in lines
     )
+
+
+def readme_plan() -> str:
+    """The plan.json the README shows under "A plan", as a user would copy it."""
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    after = text[text.index("### A plan: ai/tasks/demo/plan.json") :]
+    return after[after.index("```json\n") + 8 : after.index("\n```\n")]
+
+
+def test_the_readme_s_plan_validates_once_a_token_covers_it(sample: Sample) -> None:
+    (sample.root / "ai/tasks/demo/plan.json").write_text(readme_plan())
+    sample.write_json("ai/agents/write_tokens.json", {"tokens": []})
+    res = sample.cli("plan", "validate", "demo")
+    assert res.returncode == 1
+    assert "subtask T2: no usable token covers tests/**, tests/test_*.py" in res.stderr
+    # What the README says to issue covers it.
+    paths = ["src/**", "tests/**", "docs/**"]
+    assert sample.cli("tokens", "issue", "--paths", *paths, "--ttl", "2h").returncode == 0
+    res = sample.cli("plan", "validate", "demo")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "plan demo is valid: 3 subtasks, order T1 -> T2 -> T3\n"

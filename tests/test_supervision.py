@@ -145,8 +145,11 @@ def test_reorient_runs_the_subtask_again_with_the_correction(supervised: Sample)
             T2_OK,
         ]
     )
-    res = s.cli("run", "demo")
+    res = s.cli("run", "demo", quiet=False)
     assert res.returncode == 0, res.stderr
+    # The supervisor's word shown as what it is, not as a failure.
+    assert "T1: supervise reoriented " in res.stderr and "supervise failed" not in res.stderr
+    assert "T1: supervise ok " in res.stderr
     assert "ANSWER = 1" in (s.root / "src/calc.py").read_text()
     assert "A = 1\n" not in (s.root / "src/calc.py").read_text()
     reoriented = events(s, "step_reoriented")[0]

@@ -71,7 +71,11 @@ PLAN = {
             "role": "localized-impl",
             "goal": "Add a subtract function to src/calc.py",
             "inputs": ["src/calc.py"],
-            "acceptance": ["tests pass twice"],
+            "acceptance": [
+                # A criterion with a machine form is checked: this one is verified.
+                'cmd: "$HARNESS_PYTHON" -c "from src.calc import subtract; '
+                'assert subtract(5, 3) == 2"'
+            ],
             "write_scope": "src/**",
         },
         {

@@ -577,6 +577,24 @@ HOSTILE: list[Case] = [
     Case("file_not_string", [entry(3, modify("src/app.py", APP))], "not a string"),
     Case("patch_not_string", [entry("src/app.py", [APP])], "not a string"),
     Case("patch_missing", [{"file": "src/app.py"}], "missing"),
+    # each section of one path is gated on its own
+    Case(
+        "recreate_not_in_creates",
+        [
+            entry("src/util.py", delete("src/util.py", DEL_UTIL)),
+            entry("src/util.py", add("src/util.py", "@@ -0,0 +1 @@\n+VALUE = 3\n")),
+        ],
+        "not in creates",
+        overrides={"creates": ("tests/**",)},
+    ),
+    Case(
+        "change_then_rename_out_of_scope",
+        [
+            entry("src/util.py", modify("src/util.py", UTIL)),
+            entry("lib/util.py", rename("src/util.py", "lib/util.py")),
+        ],
+        "outside write scope",
+    ),
     # these pass the gate; `git apply --check` must refuse them
     Case("same_change_twice", [entry("src/util.py", modify("src/util.py", UTIL))] * 2, "", "apply"),
     Case(

@@ -244,7 +244,7 @@ def _parse_header(head: list[str]) -> _Header:
     if header.has_files:
         header.old, header.new = patchnames.sides(sides[0], sides[1], traditional=git is None)
     if quoted is not None:
-        header.git = [(patchnames.unprefix(quoted[0], "a/"), patchnames.unprefix(quoted[1], "b/"))]
+        header.git = [(patchnames.unprefix(quoted[0]), patchnames.unprefix(quoted[1]))]
     elif git is not None:
         header.git = patchnames.git_pairs(git, [header.old, header.new, *header.rename.values()])
     return header

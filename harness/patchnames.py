@@ -21,6 +21,9 @@ _EPOCH = re.compile(
     r"(1969-12-31|1970-01-01) ([0-2]\d):([0-5]\d):00(?:\.0+)? ([-+])([0-2]\d):?([0-5]\d)"
 )
 DEV_NULL = "/dev/null"
+# The folder git strips from each name of a `diff --git` patch: one part, no blank in it.
+_PREFIX = re.compile(r"[^/ \t]+/")
+_SECOND_PREFIX = re.compile(r" [^/ \t]+/")
 
 
 class Unreadable(ValueError):
@@ -162,12 +165,10 @@ def sides(minus: str, plus: str, *, traditional: bool) -> tuple[str | None, str 
     """The old and new paths of a ---/+++ pair as `git apply` reads them (None: no such side),
     from the text after `--- ` and `+++ `; `traditional` when no `diff --git` line leads."""
     old_name, new_name = side(minus, traditional=traditional), side(plus, traditional=traditional)
-    if not traditional:
-        return _strip(old_name, "a/", 1), _strip(new_name, "b/", 1)
-    # a traditional patch's first folder is stripped whatever it is (`diff -urN old/ new/`)
-    strip = guess_strip(old_name, new_name)
-    old, new = _strip(old_name, "", strip), _strip(new_name, "", strip)
-    if old is None or new is None:
+    # the first folder is stripped whatever it is (`diff -urN old/ new/`, git's `i/ w/`)
+    strip = guess_strip(old_name, new_name) if traditional else 1
+    old, new = _strip(old_name, strip), _strip(new_name, strip)
+    if not traditional or old is None or new is None:
         return old, new
     # git reads a traditional pair as one path, created or deleted when GNU diff gives a
     # side the epoch as its time; two unrelated names it would take the new of are refused.
@@ -181,37 +182,43 @@ def sides(minus: str, plus: str, *, traditional: bool) -> tuple[str | None, str 
 
 
 def check_git_prefixes(rest: str) -> None:
-    if not rest.startswith("a/") or " b/" not in rest:
+    if not _PREFIX.match(rest) or not _SECOND_PREFIX.search(rest):
         raise Unreadable("missing a/ b/ prefix")
 
 
 def git_pairs(rest: str, known: Iterable[str | None]) -> list[tuple[str, str]]:
-    """The splits of `a/OLD b/NEW` that a name from another header, or equal halves, vouch for.
+    """The splits of `P/OLD Q/NEW` that a name from another header, or equal halves, vouch
+    for; P and Q are stripped whatever they are, as git does (`a/ b/`, or `i/ w/` with
+    diff.mnemonicPrefix).
 
-    Names may hold " b/", so the line alone can split many ways; keeping every split is
+    Names may hold " x/", so the line alone can split many ways; keeping every split is
     quadratic in a header built to split thousands of ways. Each name fixes a split by its
     length, so at most two per name are tried. With no other name the entry is refused
     later anyway; equal halves (`a/P b/P`, as git reads it) are taken only so that a bad
     name there is reported as such.
     """
     names = [name for name in known if name is not None]
-    if names:
-        cuts = {2 + len(name) for name in names} | {len(rest) - 3 - len(name) for name in names}
-    else:
-        cuts = {len(rest) // 2}
-    pairs = [
-        (rest[2:k], rest[k + 3 :]) for k in sorted(cuts) if k >= 2 and rest[k : k + 3] == " b/"
-    ]
+    cuts = set() if names else {len(rest) // 2}
+    for name in names:
+        cuts.add(rest.find("/") + 1 + len(name))  # the old name after the first prefix
+        slash = len(rest) - len(name) - 1  # the new name after the second prefix
+        if slash > 0 and rest[slash] == "/":
+            cuts.add(rest.rfind(" ", 0, slash))
+    pairs = []
+    for k in sorted(cuts):
+        old, new = rest[:k], rest[k + 1 :]
+        if 0 < k < len(rest) and rest[k] == " " and _PREFIX.match(old) and _PREFIX.match(new):
+            pairs.append((old.split("/", 1)[1], new.split("/", 1)[1]))
     return [pair for pair in pairs if names or pair[0] == pair[1]]
 
 
-def _strip(name: str | None, prefix: str, strip: int) -> str | None:
-    """`name` without the `a/` or `b/` git strips from it (none when `strip` is 0)."""
-    return name if name is None or strip == 0 else unprefix(name, prefix)
+def _strip(name: str | None, strip: int) -> str | None:
+    """`name` without the first folder, which git strips from it (none when `strip` is 0)."""
+    return name if name is None or strip == 0 else unprefix(name)
 
 
-def unprefix(name: str, prefix: str) -> str:
-    """`name` without `prefix` (any first folder when `prefix` is empty)."""
-    if not name.startswith("/") and name.startswith(prefix) and "/" in name:
+def unprefix(name: str) -> str:
+    """`name` without its first folder (`a/`, `b/`, or whatever it is)."""
+    if not name.startswith("/") and "/" in name:
         return name.split("/", 1)[1]
     raise Unreadable("absolute path" if name.startswith("/") else "missing a/ b/ prefix")

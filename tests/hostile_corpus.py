@@ -418,7 +418,7 @@ HOSTILE: list[Case] = [
             "src/app.py",
             "diff --git src/app.py src/app.py\n--- a/src/app.py\n+++ b/src/app.py\n" + APP,
         ),
-        "prefix",
+        "diff --git paths disagree",  # git strips its first folder too: app.py
     ),
     # malformed structure
     Case(
@@ -719,6 +719,15 @@ BENIGN: list[Case] = [
     ),
     Case("gnu_deletion", one("src/util.py", _gnu("src/util.py", _STAMP, _EPOCH, DEL_UTIL)), ""),
     Case("quoted_name", one("src/é.py", _QUOTED), ""),
+    # diff.mnemonicPrefix: git strips i/ and w/ as it does a/ and b/
+    Case(
+        "mnemonic_prefix",
+        one(
+            "src/app.py",
+            git("src/app.py", "src/app.py", APP).replace("a/", "i/").replace("b/", "w/"),
+        ),
+        "",
+    ),
     Case("traditional_creation", one("docs/new.md", plain("docs/new.md", NEW)), ""),
     Case(
         "quoted_rename",

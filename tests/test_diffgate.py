@@ -48,6 +48,7 @@ EXPECTED: dict[str, list[tuple[str, str, str | None]]] = {
     "gnu_new_file": [("add", "docs/new.md", None)],
     "gnu_deletion": [("delete", "src/util.py", None)],
     "quoted_name": [("add", "src/é.py", None)],
+    "mnemonic_prefix": [("modify", "src/app.py", None)],
     "traditional_creation": [("add", "docs/new.md", None)],
     "quoted_rename": [("rename", "docs/guíde.md", "docs/guide.md")],
     "traditional_orig": [("modify", "src/util.py", None)],

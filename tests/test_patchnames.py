@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.diffgate import Rules, check
-from harness.patchnames import Unreadable, is_epoch, sides, timestamp_len, unquote
+from harness.patchnames import Unreadable, git_pairs, is_epoch, sides, timestamp_len, unquote
 
 
 @pytest.mark.parametrize(
@@ -149,3 +149,9 @@ def test_names_git_and_gnu_diff_write_are_read_as_git_reads_them(tmp_path: Path,
             ["git", "apply", "--check", "-"], cwd=repo, input=patch.encode(), capture_output=True
         )
         assert applied.returncode == 0, applied.stderr
+
+
+@pytest.mark.parametrize(("old", "new"), [("x", "x"), ("a b/c", "d e/f"), ("src/x", "src/y")])
+@pytest.mark.parametrize(("left", "right"), [("a", "b"), ("i", "w"), ("c", "i")])
+def test_any_prefix_splits_back(old: str, new: str, left: str, right: str) -> None:
+    assert (old, new) in git_pairs(f"{left}/{old} {right}/{new}", [old, new])

@@ -123,7 +123,8 @@ def check(diffs: Sequence[Mapping[str, object]], rules: Rules) -> list[Change]:
             if clash is not None:
                 shown = repr(clash)[1:-1][:120]
                 raise DiffRefused(
-                    f"same file as {shown} on a case-folding or normalising file system"
+                    f"same file as {shown} on a case-insensitive, normalising or Windows"
+                    " file system"
                 )
             if change.kind in ("add", "rename"):
                 made.add(change.path)
@@ -135,16 +136,16 @@ def check(diffs: Sequence[Mapping[str, object]], rules: Rules) -> list[Change]:
 
 
 def apply_order(changes: Sequence[Change]) -> list[Change]:
-    """The order git applies the sections in: as given, but deletions of paths no earlier
-    section touched first, so a deleted file's path may become a folder."""
+    """The order harness applies the sections in: as given, but deletions of paths no
+    earlier section touched first, so a deleted file's path may become a folder."""
     touched: set[str] = set()
     early: list[int] = []
     for n, change in enumerate(changes):
         if change.kind == "delete" and change.path not in touched:
             early.append(n)
         touched.update(_ends(change))
-    rest = [n for n in range(len(changes)) if n not in set(early)]
-    return [changes[n] for n in early + rest]
+    first = set(early)
+    return [changes[n] for n in early + [n for n in range(len(changes)) if n not in first]]
 
 
 def _fields(index: int, entry: object) -> tuple[str, str]:

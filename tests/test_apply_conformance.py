@@ -21,8 +21,9 @@ from tests.test_hostile_e2e import applied_by_git, build, git, run_next, tree
 HERE = Path(__file__).parent / "conformance"
 CASES: list[dict[str, Any]] = json.loads((HERE / "cases.json").read_text("utf-8"))["cases"]
 # Why harness may refuse what git takes: an unsafe class (an escape, a link, a binary, a mode,
-# .git or harness's own ai/), a name no checkout holds alike everywhere, text git skips before
-# a patch (the gate reads no prose), or git's own refusal at apply.
+# .git or harness's own ai/), a name no checkout holds alike everywhere, a copy (refused since
+# the gate began), text git skips before a patch (the gate reads no prose), or git's own
+# refusal at apply.
 UNSAFE = (
     "path traversal",
     "symlink mode",
@@ -31,7 +32,14 @@ UNSAFE = (
     ".git path",
     "harness state",
 )
-NAMED = (*UNSAFE, "control character", "backslash in path", "unknown header line", "apply refused")
+NAMED = (
+    *UNSAFE,
+    "control character",
+    "backslash in path",
+    "copy header",
+    "unknown header line",
+    "apply refused",
+)
 
 
 def _git(root: Path, *args: str, env: dict[str, str] | None = None) -> str:
@@ -140,6 +148,7 @@ def test_the_suite_holds_each_class() -> None:
     assert refused == [
         *(f"t4135 {kind}-with {what}" for what in ("tab", "backslash") for kind in KINDS),
         "t4109 git apply (2)",  # a shell line before the patch
+        "t4102 copy",
     ]
     assert {c["harness"] for c in CASES if c["name"].startswith("unsafe")} == set(UNSAFE)
     assert sum(c["harness"] == "accept" for c in CASES) >= 40

@@ -168,12 +168,16 @@ def remaining(plan: Plan, model: protocol.Model, checker: Checker, person: bool)
     for sub in plan_mod.order(plan):
         if sub.plan is not None or model.resolved(sub.id):
             continue
+        first = model.fallbacks(sub.id)
         if model.attempt(sub.id).invoked is None:
             ready = all(dep in model.done for dep in sub.depends_on)
-            result = checker.subtask(sub, inputs=ready, fallbacks=model.fallbacks(sub.id))
+            result = checker.subtask(sub, inputs=ready, fallbacks=first)
             found += result if isinstance(result, list) else []
-        else:  # its call is taken up again: its agent must still take it
-            agent_id = sub.agent_at(model.fallbacks(sub.id))
+            first += 1
+        # Every agent it may still call must take it: the one whose call is taken up again,
+        # and each fallback after it.
+        for k in range(first, max(1, len(sub.agents))):
+            agent_id = sub.agent_at(k)
             if registry.route(checker.agents, sub.role, agent_id) is None:
                 found.append(unroutable(checker.agents, sub, agent_id))
         why = checker.supervisor(sub)

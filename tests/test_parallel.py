@@ -304,5 +304,5 @@ def test_when_every_agent_fails_the_subtask_fails_once(sample: Sample) -> None:
 def test_a_fallback_missing_from_the_registry_is_refused_before_any_call(sample: Sample) -> None:
     sample.write_plan([independent("P1", agent=["scripted", "nobody"])])
     res = sample.cli("run", "demo")
-    assert res.returncode == 2 and "agent 'nobody' is not in the registry" in res.stderr
+    assert res.returncode == 1 and "agent 'nobody' is not in the registry" in res.stderr
     assert not (sample.root / "ai/tasks/demo/progress.ndjson").exists()

@@ -1521,15 +1521,15 @@ NO_CHANGE_ROLES = frozenset({"review", "audit"})
 _VERDICT_WORDS = {"step_reoriented": "reoriented", "step_paused": "paused"}
 
 
-def _slot_folder(slot: int) -> str:
-    """One folder per slot: a worker's copy is moved between bases, not made afresh."""
-    return "worker" if slot == 0 else f"worker-{slot}"
-
 def _landing(model: protocol.Model, sid: str) -> bool:
     """An answer was taken (it succeeded) and its step has not ended: it is landing."""
     att = model.attempt(sid)
     return att.has("subagent_succeeded") and att.failure is None and not model.resolved(sid)
 
+
+def _slot_folder(slot: int) -> str:
+    """One folder per slot: a worker's copy is moved between bases, not made afresh."""
+    return "worker" if slot == 0 else f"worker-{slot}"
 
 
 def _round_text(rounds: int, loop: plan_mod.Loop) -> str:

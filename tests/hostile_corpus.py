@@ -30,6 +30,17 @@ BASE_FILES: dict[str, str] = {
 }
 SYMLINKS: dict[str, str] = {"link": "src"}
 
+# Rules that allow every path: for tests of how a patch is read, not of scope.
+OPEN = Rules(
+    write_scope=("**",),
+    token_paths=("**",),
+    readonly=(),
+    creates=("**",),
+    cited=frozenset(),
+    manifests=(),
+    no_new_deps=False,
+)
+
 DEFAULT_RULES = Rules(
     write_scope=("src/**", "tests/**", "docs/**", "vendor/**", "pyproject.toml", "link/**", "link"),
     token_paths=("**",),

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.diffgate import OWNED_PREFIX, Change, DiffRefused, Rules, apply_order, check
+from harness.diffgate import OWNED_PREFIX, Change, DiffRefused, apply_order, check
 from harness.errors import Halted
 from harness.patchnames import git_pairs
-from tests.hostile_corpus import BASE_FILES, BENIGN, HOSTILE, SYMLINKS, Case, rules_for
+from tests.hostile_corpus import BASE_FILES, BENIGN, HOSTILE, OPEN, SYMLINKS, Case, rules_for
 
 GATE = [case for case in HOSTILE if case.stage == "gate"]
 APPLY = [case for case in HOSTILE if case.stage == "apply"]
@@ -169,15 +169,6 @@ def test_apply_stage_refused_by_git(repo: Path, case: Case) -> None:
 
 # --- properties ---
 
-OPEN = Rules(
-    write_scope=("**",),
-    token_paths=("**",),
-    readonly=(),
-    creates=("**",),
-    cited=frozenset(),
-    manifests=(),
-    no_new_deps=False,
-)
 _HOSTILE_SEGMENTS = ["..", ".", "", ".GIT", ".git", ".Git.", "git~1", ".git ", "src", "a", "b.py"]
 
 

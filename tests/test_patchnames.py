@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.diffgate import Rules, check
+from harness.diffgate import check
 from harness.patchnames import Unreadable, git_pairs, is_epoch, sides, timestamp_len, unquote
+from tests.hostile_corpus import OPEN
 
 
 @pytest.mark.parametrize(
@@ -110,15 +111,6 @@ NAMES = [
     "at 2024-01-01 00:00:00 +0000",
     "a b/c d.txt",
 ]
-OPEN = Rules(
-    write_scope=("**",),
-    token_paths=("**",),
-    readonly=(),
-    creates=("**",),
-    cited=frozenset(),
-    manifests=(),
-    no_new_deps=False,
-)
 
 
 def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:

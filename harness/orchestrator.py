@@ -1045,7 +1045,8 @@ class Subtask:
             found.append({"name": "harness/correction.txt", "text": correction})
         loop, rounds = self.sub.loop, self.task.model.rounds(self.sub.id)
         if loop is not None and rounds > 1:
-            found.append({"name": "harness/loop.txt", "text": _round_text(rounds, loop)})
+            made = sorted(self.task.model.made(self.sub.id))
+            found.append({"name": "harness/loop.txt", "text": _round_text(rounds, loop, made)})
         return found
 
     def answer(self, flight: Flight) -> worker.Outcome:
@@ -1203,7 +1204,7 @@ class Subtask:
             token_paths=token.paths,
             readonly=cfg.readonly,
             creates=sub.creates,
-            cited=frozenset(sub.inputs),
+            cited=frozenset(sub.inputs) | self.task.model.made(sub.id),
             manifests=cfg.manifests,
             no_new_deps=not sub.allow_new_deps,
             special=self.task.git.specials(self.task.git.head()),
@@ -1532,14 +1533,16 @@ def _slot_folder(slot: int) -> str:
     return "worker" if slot == 0 else f"worker-{slot}"
 
 
-def _round_text(rounds: int, loop: plan_mod.Loop) -> str:
+def _round_text(rounds: int, loop: plan_mod.Loop, made: list[str]) -> str:
     until = {
         "no_diff": "answer with no diffs once nothing is left to do",
         "acceptance": "it ends once the acceptance criteria hold",
     }[loop.until]
+    # The scripted worker reads the round from the first line: it stays "Round N of ...".
+    own = "".join(f"{path}\n" for path in made)
     return (
         f"Round {rounds} of at most {loop.rounds}: the base holds the earlier rounds' "
-        f"changes; {until}.\n"
+        f"changes; {until}.\nFiles the earlier rounds changed, yours to change too:\n{own}"
     )
 
 

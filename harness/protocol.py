@@ -19,6 +19,8 @@ The words, defined here and nowhere else:
   step_paused (the task stops for a person).
 - round: a looped subtask's calls, one after another on the head the last one left, each
   ended by loop_continued or, the last, by step_completed; each round has its own attempts.
+  Rounds outlive an epoch: a loop resumed goes on at the round that failed, its bound the
+  plan's, never counted afresh, and its earlier rounds' files stay its own to change.
 - end: how a subtask left the epoch: done (step_completed), failed (step_failed; with
   on_error "continue" or "skip_dependents" the task goes on without it), or skipped
   (step_skipped: a dependency failed or was skipped under "skip_dependents").
@@ -200,6 +202,7 @@ class Step:
     fallbacks: int = 0  # agents given up on this epoch: the plan's next one is current
     first: int = 1  # the number of the current agent's (or round's) first attempt
     rounds: int = 1  # a looped subtask's round in progress
+    made: frozenset[str] = frozenset()  # paths its earlier rounds committed, its own to change
 
 
 @dataclass(frozen=True)
@@ -234,6 +237,9 @@ class Model:
         # Per subtask, never per event: what a later query needs of its events, not them.
         self.done: dict[str, Completed] = {}
         self.steps: dict[str, Step] = {}  # the current epoch's subtasks not done
+        # a looped subtask an earlier epoch left mid-loop -> its round and Step.made, until
+        # it runs again
+        self.carried: dict[str, tuple[int, frozenset[str]]] = {}
         # subtask not done -> (its status, why) as its latest event says: running, failed
         # (its step_failed's error) or skipped (the dependency it was skipped for)
         self.seen: dict[str, tuple[str, str | None]] = {}
@@ -316,8 +322,15 @@ class Model:
         return st is None or st.attempt.number - st.first + 1 < MAX_ATTEMPTS
 
     def rounds(self, step: str) -> int:
+        return self._loop(step)[0]
+
+    def made(self, step: str) -> frozenset[str]:
+        """The paths a looped subtask's earlier rounds committed."""
+        return self._loop(step)[1]
+
+    def _loop(self, step: str) -> tuple[int, frozenset[str]]:
         st = self.steps.get(step)
-        return 1 if st is None else st.rounds
+        return self.carried.get(step, (1, frozenset())) if st is None else (st.rounds, st.made)
 
     def fallbacks(self, step: str) -> int:
         st = self.steps.get(step)
@@ -396,7 +409,8 @@ class Model:
         self.seen[step] = _RUNNING
         st = self.steps.get(step)
         if st is None:
-            st = self.steps[step] = Step(self._new_attempt(step, 1))
+            rounds, made = self.carried.pop(step, (1, frozenset()))
+            st = self.steps[step] = Step(self._new_attempt(step, 1), rounds=rounds, made=made)
         elif st.failed_at is not None:
             out.order(f"{name} for {step} after its step_failed (seq {st.failed_at})")
         elif st.skipped is not None:
@@ -445,6 +459,10 @@ class Model:
                     f"call {short(att.call_id)} of {step} has no outcome", self.invoked_at(att)
                 )
             self.epoch += 1
+            # A loop goes on where it stopped: a person cleared the failure, not the rounds.
+            self.carried.update(
+                (step, (st.rounds, st.made)) for step, st in self.steps.items() if st.rounds > 1
+            )
             self.steps.clear()
 
     def _halt(self, step: Any, st: Step | None, out: _Findings) -> None:
@@ -773,6 +791,9 @@ def _round(
             )
     if d.get("round") != st.rounds:
         out.order(f"loop_continued names round {d.get('round')!r}, not {st.rounds}")
+    files = _detail(att.last("subagent_diffs_applied"), "files")
+    if isinstance(files, list):
+        st.made |= {f for f in files if isinstance(f, str)}
     att.add(ev)
     st.rounds += 1
     st.attempt = m._new_attempt(step, att.number + 1)

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from .conftest import Sample, new_file_patch, subtask
+from .conftest import CALC_TAIL, Sample, append_line_patch, err, new_file_patch, subtask
 from .test_supervision import clean, events, verdict, with_auditor
 
 
@@ -122,4 +122,69 @@ def test_a_supervised_loop_asks_a_verdict_each_round(sample: Sample) -> None:
     res = sample.cli("run", "demo")
     assert res.returncode == 0, res.stderr
     assert len(events(sample, "step_approved")) == 2
+    clean(sample)
+
+
+def refining(n: int, lines: list[str]) -> dict[str, Any]:
+    """Round n's answer: one more line in src/r1.py, the file round 1 created."""
+    patch = append_line_patch("src/r1.py", lines[-3:], max(1, len(lines) - 2), f"R{n} = {n}")
+    return changing(n, "src/r1.py", patch)
+
+
+def changing(n: int, path: str, patch: str) -> dict[str, Any]:
+    return {"subtask": "L1", "round": n, "result": {"diffs": [{"file": path, "patch": patch}]}}
+
+
+def test_a_round_may_change_the_files_earlier_rounds_created(sample: Sample) -> None:
+    sample.write_plan([looped("no_diff", 4)])
+    sample.write_script(
+        [
+            round_answer(1),
+            refining(2, ["R = 1"]),
+            refining(3, ["R = 1", "R2 = 2"]),
+            round_answer(4, change=False),
+        ]
+    )
+    res = sample.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+    assert (sample.root / "src/r1.py").read_text() == "R = 1\nR2 = 2\nR3 = 3\n"
+    assert events(sample, "step_completed")[0]["details"]["loop"] == {
+        "rounds": 4,
+        "stopped": "no_diff",
+    }
+    blob = prompt_of(sample, events(sample, "subagent_invoked")[2]["details"]["call_id"])
+    loop_text = {b["name"]: b["text"] for b in blob["payload"]["inputs"]["blobs"]}
+    assert "src/r1.py" in loop_text["harness/loop.txt"]
+    clean(sample)
+
+
+def test_a_round_still_may_not_change_a_file_nobody_cited(sample: Sample) -> None:
+    # The twin: src/calc.py is in scope, but neither cited nor made by an earlier round.
+    sample.write_plan([looped("no_diff", 3, inputs=["README.md"])])
+    calc = append_line_patch("src/calc.py", CALC_TAIL, 3, "X = 1")
+    sample.write_script([round_answer(1), changing(2, "src/calc.py", calc)])
+    res = sample.cli("run", "demo")
+    assert res.returncode == 1
+    assert "uncited path" in res.stderr
+    assert "X = 1" not in (sample.root / "src/calc.py").read_text()
+    clean(sample)
+
+
+def test_resume_goes_on_at_the_round_that_failed_with_its_bound_intact(sample: Sample) -> None:
+    sample.write_plan([looped("no_diff", 3)])
+    sample.write_script([round_answer(1), err("L1", "hard", "cannot do it")])
+    res = sample.cli("run", "demo")
+    assert res.returncode == 1 and "L1 blocked" in res.stderr
+    assert (sample.root / "src/r1.py").exists()
+    assert sample.cli("resume", "demo", "--reason", "try again").returncode == 0
+    # Round 2 runs again on the head round 1 left, then round 3, the last the bound allows.
+    sample.write_script([refining(2, ["R = 1"]), round_answer(3), round_answer(4)])
+    res = sample.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+    assert (sample.root / "src/r1.py").read_text() == "R = 1\nR2 = 2\n"
+    assert (sample.root / "src/r3.py").exists() and not (sample.root / "src/r4.py").exists()
+    assert [e["details"]["round"] for e in events(sample, "loop_continued")] == [1, 2]
+    assert events(sample, "step_completed")[0]["details"]["loop"] == {"rounds": 3, "stopped": "max"}
+    # One commit a round that changed files: round 1's is not made again.
+    assert len(events(sample, "subagent_diffs_applied")) == 3
     clean(sample)

@@ -441,6 +441,36 @@ def test_after_blocker_resolved_a_failed_or_skipped_subtask_runs_again() -> None
     assert found == ["blocker_encountered for the task while no subtask failed"]
 
 
+def round_of(step: str, call_id: str, n: int, files: list[Any], attempt: int = 1) -> list[Event]:
+    """A loop round that committed `files` and goes on."""
+    commit = f"c{n}"
+    return [
+        call(step, call_id, attempt),
+        ev("subagent_succeeded", step, call_id=call_id),
+        ev("subagent_diffs_applied", step, call_id=call_id, commit=commit, files=files),
+        ev("loop_continued", step, call_id=call_id, commit=commit, round=n),
+    ]
+
+
+@pytest.mark.parametrize(("round_", "legal"), [(2, True), (1, False), (3, False)])
+def test_a_resumed_loop_goes_on_at_its_round_with_what_it_made(round_: int, legal: bool) -> None:
+    events = [ev("task_started"), *round_of("L1", "a", 1, ["src/a.py", "src/b.py"])]
+    round_2 = failing("L1", "b")
+    round_2[0]["details"]["attempt"] = 2
+    events += [*round_2, blocker("L1"), ev("blocker_resolved", "L1")]
+    model, found = fed(events, {"L1": ()})
+    assert found == [] and model.epoch == 1
+    # The next round is 2, with round 1's files its own, before and after its first event.
+    assert model.rounds("L1") == 2 and model.made("L1") == {"src/a.py", "src/b.py"}
+    model.feed(len(events), call("L1", "c"))
+    assert model.rounds("L1") == 2 and model.made("L1") == {"src/a.py", "src/b.py"}
+    _, found = fed([*events, *round_of("L1", "c", round_, [7, "src/c.py"])], {"L1": ()})
+    assert found == ([] if legal else [f"loop_continued names round {round_}, not 2"])
+    if legal:  # a recorded name that is not a string is never taken for a path
+        model, _ = fed([*events, *round_of("L1", "c", 2, [7, "src/c.py"])], {"L1": ()})
+        assert model.rounds("L1") == 3 and model.made("L1") == {"src/a.py", "src/b.py", "src/c.py"}
+
+
 # -- every log a run with on_error modes and several slots writes is legal ---------------------
 
 Drawn = tuple[list[dict[str, Any]], dict[str, list[str]], int]

@@ -31,9 +31,10 @@ from typing import IO, Any
 
 from bench_run import open_token
 
-from harness import clock, demo, files
-from harness.layout import Layout
-from harness.progress import GENESIS, line_hash
+from harness.base import clock, files
+from harness.importers import demo
+from harness.record.progress import GENESIS, line_hash
+from harness.repository.layout import Layout
 
 TASK = "bench"
 START = clock.parse("2026-01-01T00:00:00Z")

@@ -47,7 +47,8 @@ from typing import Any
 
 import orjson
 
-from harness import demo, scope
+from harness.base import scope
+from harness.importers import demo
 from harness.workers import claude as claude_shim
 from harness.workers import codex as codex_shim
 from harness.workers import gemini as gemini_shim

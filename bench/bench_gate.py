@@ -21,7 +21,7 @@ import dataclasses
 import sys
 import time
 
-from harness.diffgate import DiffRefused, Rules, check
+from harness.gate.diffgate import DiffRefused, Rules, check
 
 OPEN = Rules(
     write_scope=("**",),

@@ -31,8 +31,9 @@ from pathlib import Path
 
 from bench_run import open_token, use_script
 
-from harness import demo, files
-from harness.layout import Layout
+from harness.base import files
+from harness.importers import demo
+from harness.repository.layout import Layout
 
 CLOCK = "2026-01-01T00:00:00Z"
 TARGET = 1.25

@@ -20,8 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import demo, files, plan
-from harness.layout import Layout
+from harness.base import files
+from harness.importers import demo
+from harness.repository.layout import Layout
+from harness.spec import plan
 
 CLOCK = "2026-01-01T00:00:00Z"
 

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import orjson
 
-from harness import demo, files
-from harness.layout import Layout
+from harness.base import files
+from harness.importers import demo
+from harness.repository.layout import Layout
 
 CLOCK = "2026-01-01T00:00:00Z"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from bench_run import prepare, run_harness
 
-from harness.layout import Layout
-from harness.verify import Runner
+from harness.checks.verify import Runner
+from harness.repository.layout import Layout
 
 SUITE = "python3 -c 'import time; time.sleep(2)'"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
-from harness.plan import Plan, Subtask
+from harness.spec.plan import Plan, Subtask
 
 FAST = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

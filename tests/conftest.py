@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import demo, sandbox
+from harness.boundary import sandbox
+from harness.importers import demo
 
 CLOCK = "2026-01-01T00:00:00Z"
 ROOT = Path(__file__).resolve().parent.parent

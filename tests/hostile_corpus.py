@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from harness.diffgate import DEFAULT_MANIFESTS, Rules
+from harness.gate.diffgate import DEFAULT_MANIFESTS, Rules
 
 
 @dataclass(frozen=True)

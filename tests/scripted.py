@@ -11,12 +11,15 @@ from typing import Any
 
 import orjson
 
-from harness import demo, files, orchestrator, proc
-from harness.clock import SteppingClock
-from harness.errors import Halted
-from harness.layout import Layout
-from harness.registry import Agent
-from harness.repo import Repo
+from harness.base import files
+from harness.base.clock import SteppingClock
+from harness.base.errors import Halted
+from harness.boundary import proc
+from harness.boundary.registry import Agent
+from harness.importers import demo
+from harness.repository.layout import Layout
+from harness.repository.repo import Repo
+from harness.step import orchestrator
 
 CLOCK = "2026-01-01T00:00:00Z"
 

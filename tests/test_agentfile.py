@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import schemas
-from harness.agentfile import to_plan
-from harness.errors import InvalidInput
+from harness.base import schemas
+from harness.base.errors import InvalidInput
+from harness.importers.agentfile import to_plan
 
 CREATED = "2026-01-01T00:00:00Z"
 LABEL = "workflows/tdd/Agentfile"

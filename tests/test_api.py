@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.api import api_changes, signatures
+from harness.checks.api import api_changes, signatures
 
 M = "pkg/mod.py"
 

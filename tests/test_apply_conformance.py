@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from harness import repo
-from harness.diffgate import DEFAULT_MANIFESTS, DiffRefused, Rules, apply_order, check
+from harness.gate.diffgate import DEFAULT_MANIFESTS, DiffRefused, Rules, apply_order, check
+from harness.repository import repo
 from tests.hostile_corpus import Case
 from tests.test_hostile_e2e import applied_by_git, build, git, run_next, tree
 

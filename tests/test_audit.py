@@ -15,8 +15,9 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import cli, files
-from harness.progress import GENESIS, line_hash
+from harness.base import files
+from harness.cli import main as cli
+from harness.record.progress import GENESIS, line_hash
 
 from .conftest import CLOCK, Sample, calc_patch, completed_demo, err, new_file_patch, ok, subtask
 

@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import budgets
-from harness.config import Config, load
-from harness.ledger import digest
+from harness.record.ledger import digest
+from harness.spec.config import Config, load
+from harness.step import budgets
 
 from .builders import plan_of, sub
 from .conftest import CLOCK, Sample, new_file_patch, ok, subtask

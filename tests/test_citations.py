@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.citations import CITE, check_findings
+from harness.checks.citations import CITE, check_findings
 
 INPUTS = {"src/x.py": 40, "README.md": 10, "Makefile": 5, "empty.txt": 0}
 

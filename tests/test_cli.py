@@ -14,7 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import config, demo, registry, schemas, tokens
+from harness.base import schemas
+from harness.boundary import registry
+from harness.importers import demo
+from harness.record import tokens
+from harness.spec import config
 
 from .conftest import Sample, calc_patch, demo_cli, err, ok, subtask
 
@@ -547,7 +551,7 @@ def test_internal_error_exits_4_with_a_crash_log(sample: Sample, tmp_path: Path)
     assert log.parent == crashes and log.is_file()
     text = log.read_text()
     assert text.startswith("Traceback (most recent call last):")
-    assert "NotADirectoryError" in text and "cli.py" in text
+    assert "NotADirectoryError" in text and "cli/main.py" in text
     assert sample.head() == head
 
 
@@ -656,7 +660,7 @@ def test_output_cut_short_by_the_reader_is_no_crash(tmp_path: Path) -> None:
 
 
 def test_written_files_follow_the_umask(tmp_path: Path) -> None:
-    from harness import files
+    from harness.base import files
 
     old = os.umask(0o022)
     try:

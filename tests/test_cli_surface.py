@@ -12,7 +12,9 @@ from typing import Any
 
 import orjson
 
-from harness import files, registry, workers
+from harness import workers
+from harness.base import files
+from harness.boundary import registry
 
 from .conftest import CLOCK, Sample, calc_patch, demo_cli, ok, subtask
 

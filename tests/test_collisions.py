@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.collisions import Spellings, key
+from harness.gate.collisions import Spellings, key
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import commands, policy
+from harness.boundary import commands, policy
 
 from .builders import FAST
 

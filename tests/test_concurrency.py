@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from harness.progress import GENESIS, line_hash
+from harness.record.progress import GENESIS, line_hash
 
 from .conftest import CLOCK, Sample, calc_patch, new_file_patch, ok, subtask
 

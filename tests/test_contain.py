@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import config
-from harness.contain import Containment
-from harness.layout import Layout
-from harness.repo import Repo
+from harness.boundary.contain import Containment
+from harness.repository.layout import Layout
+from harness.repository.repo import Repo
+from harness.spec import config
 
 from .builders import git
 

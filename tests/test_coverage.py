@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.coverage import Coverage, delta, from_report, matches_claim, normalise_claim
+from harness.checks.coverage import Coverage, delta, from_report, matches_claim, normalise_claim
 
 MODULE = """\
 def sign(x):

@@ -19,8 +19,9 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import demo, repo
-from harness.progress import GENESIS, line_hash
+from harness.importers import demo
+from harness.record.progress import GENESIS, line_hash
+from harness.repository import repo
 
 from .conftest import CLOCK, Sample, calc_patch, err, new_file_patch, ok, scripted, subtask
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.criteria import NUMERIC_KINDS, OPS, Criterion, holds, parse, render
+from harness.spec.criteria import NUMERIC_KINDS, OPS, Criterion, holds, parse, render
 
 
 @pytest.mark.parametrize(

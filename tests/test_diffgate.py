@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.diffgate import OWNED_PREFIX, Change, DiffRefused, apply_order, check
-from harness.errors import Halted
-from harness.patchnames import git_pairs
+from harness.base.errors import Halted
+from harness.gate.diffgate import OWNED_PREFIX, Change, DiffRefused, apply_order, check
+from harness.gate.patchnames import git_pairs
 from tests.hostile_corpus import BASE_FILES, BENIGN, HOSTILE, OPEN, SYMLINKS, Case, rules_for
 
 GATE = [case for case in HOSTILE if case.stage == "gate"]

@@ -6,7 +6,11 @@ import textwrap
 
 import pytest
 
-from harness.docstrings import changed_docstring_mismatches, documented, undocumented_mismatches
+from harness.checks.docstrings import (
+    changed_docstring_mismatches,
+    documented,
+    undocumented_mismatches,
+)
 
 GOOGLE = '''
 def f(path, *args, retries=3, **kwargs):

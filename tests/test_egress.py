@@ -16,12 +16,13 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import config, egress, registry, sandbox
-from harness.contain import Containment
-from harness.errors import InvalidInput
-from harness.layout import Layout
-from harness.registry import Agent
-from harness.repo import Repo
+from harness.base.errors import InvalidInput
+from harness.boundary import egress, registry, sandbox
+from harness.boundary.contain import Containment
+from harness.boundary.registry import Agent
+from harness.repository.layout import Layout
+from harness.repository.repo import Repo
+from harness.spec import config
 
 from .builders import git
 

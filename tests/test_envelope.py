@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from harness import envelope
-from harness.plan import Subtask
+from harness.record import envelope
+from harness.spec.plan import Subtask
 
 from .builders import sub
 

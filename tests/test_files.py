@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import files
-from harness.errors import InvalidInput
+from harness.base import files
+from harness.base.errors import InvalidInput
 
 
 def test_copy_skips_specials_and_opens_locked_folders(tmp_path: Path) -> None:

@@ -17,10 +17,12 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import config, nesting, plan, schemas
-from harness.errors import InvalidInput
-from harness.glee import to_plans
-from harness.layout import Layout
+from harness.base import schemas
+from harness.base.errors import InvalidInput
+from harness.importers.glee import to_plans
+from harness.repository.layout import Layout
+from harness.spec import config, plan
+from harness.step import nesting
 
 from .builders import FAST
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import demo, sandbox, verify
+from harness.boundary import sandbox
+from harness.checks import verify
+from harness.importers import demo
 
 from .conftest import CLOCK, Sample, calc_patch, ok, subtask
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from harness import files
-from harness.diffgate import Rules
-from harness.layout import Layout
+from harness.base import files
+from harness.gate.diffgate import Rules
+from harness.repository.layout import Layout
 from harness.workers import launcher
 from tests.hostile_corpus import BASE_FILES, BENIGN, HOSTILE, SYMLINKS, Case, rules_for
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import installed, registry
-from harness.errors import Halted
+from harness.base.errors import Halted
+from harness.boundary import installed, registry
 
 NODE_SCRIPT = "#!/usr/bin/env node\nrequire('./lib')\n"
 

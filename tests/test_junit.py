@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.junit import flipped, outcomes
+from harness.checks.junit import flipped, outcomes
 
 SUITE = """\
 import os

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import files
-from harness.errors import InvalidInput
-from harness.layout import Layout
-from harness.ledger import Entries, Ledger, digest, enter, parse
+from harness.base import files
+from harness.base.errors import InvalidInput
+from harness.record.ledger import Entries, Ledger, digest, enter, parse
+from harness.repository.layout import Layout
 
 from .builders import FAST, Waiting
 

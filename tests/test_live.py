@@ -19,8 +19,9 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from harness import demo, live
-from harness.live import Board, Lines
+from harness.importers import demo
+from harness.step import live
+from harness.step.live import Board, Lines
 
 from .conftest import CLOCK, Sample, calc_patch, err, new_file_patch, ok, scripted, subtask
 

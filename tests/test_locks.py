@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import Busy
-from harness.layout import Layout
-from harness.locks import locked
+from harness.base.errors import Busy
+from harness.repository.layout import Layout
+from harness.repository.locks import locked
 
 
 @pytest.fixture

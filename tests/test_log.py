@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import clock, logview
+from harness.base import clock
+from harness.readers import logview
 
 from .conftest import CLOCK, Sample, completed_demo
 

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import metrics, schemas, worker
+from harness.base import metrics, schemas
+from harness.boundary import worker
 from harness.workers import claude, codex, gemini
 
 from .builders import FAST

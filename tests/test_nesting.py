@@ -13,13 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import budgets, config, nesting
-from harness import plan as plan_mod
-from harness.clock import SteppingClock
-from harness.config import Config
-from harness.errors import InvalidInput
-from harness.layout import Layout
-from harness.progress import Log
+from harness.base.clock import SteppingClock
+from harness.base.errors import InvalidInput
+from harness.record.progress import Log
+from harness.repository.layout import Layout
+from harness.spec import config
+from harness.spec import plan as plan_mod
+from harness.spec.config import Config
+from harness.step import budgets, nesting
 
 from .builders import FAST, sub
 from .conftest import CLOCK, subtask

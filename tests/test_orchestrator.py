@@ -11,9 +11,10 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import proc, protocol
-from harness.errors import Halted
-from harness.layout import Layout
+from harness.base.errors import Halted
+from harness.boundary import proc
+from harness.record import protocol
+from harness.repository.layout import Layout
 
 from .conftest import subtask
 from .scripted import DIFF, Scripted, repository, run

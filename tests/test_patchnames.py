@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.diffgate import check
-from harness.patchnames import Unreadable, git_pairs, is_epoch, sides, timestamp_len, unquote
+from harness.gate.diffgate import check
+from harness.gate.patchnames import Unreadable, git_pairs, is_epoch, sides, timestamp_len, unquote
 from tests.hostile_corpus import OPEN
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import personas
-from harness.errors import InvalidInput
-from harness.registry import Agent
+from harness.base.errors import InvalidInput
+from harness.boundary.registry import Agent
+from harness.importers import personas
 from harness.workers import gemini, shim
 
 from .conftest import Sample, subtask

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.plan import Plan, Subtask, find_cycle, order, structure_problem
+from harness.spec.plan import Plan, Subtask, find_cycle, order, structure_problem
 
 from .builders import FAST, plan_of, sub
 

@@ -9,7 +9,7 @@ import ijson
 import orjson
 import pytest
 
-from harness import planstream
+from harness.spec import planstream
 
 
 @pytest.mark.parametrize(

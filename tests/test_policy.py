@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import policy
-from harness.commands import denial, matches
-from harness.errors import InvalidInput
-from harness.layout import Layout
-from harness.registry import Agent
+from harness.base.errors import InvalidInput
+from harness.boundary import policy
+from harness.boundary.commands import denial, matches
+from harness.boundary.registry import Agent
+from harness.repository.layout import Layout
 from harness.workers import claude, codex, gemini, shim
 
 from .builders import FAST

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.printable import printable
+from harness.base.printable import printable
 
 from .conftest import Sample, err, subtask
 

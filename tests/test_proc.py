@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import proc, sandbox
-from harness.errors import HarnessError
-from harness.proc import Result, base_env, capture, mark_cut, run, shell
+from harness.base.errors import HarnessError
+from harness.boundary import proc, sandbox
+from harness.boundary.proc import Result, base_env, capture, mark_cut, run, shell
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import programs
-from harness.programs import parse
+from harness.boundary import programs
+from harness.boundary.programs import parse
 
 
 @pytest.mark.parametrize(

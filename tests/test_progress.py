@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.clock import SteppingClock
-from harness.errors import Halted, InvalidInput
-from harness.layout import Layout
-from harness.ledger import EMPTY, Ledger, digest
-from harness.progress import GENESIS, Log, line_hash
+from harness.base.clock import SteppingClock
+from harness.base.errors import Halted, InvalidInput
+from harness.record.ledger import EMPTY, Ledger, digest
+from harness.record.progress import GENESIS, Log, line_hash
+from harness.repository.layout import Layout
 
 from .builders import FAST
 

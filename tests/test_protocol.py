@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import protocol
-from harness.layout import Layout
+from harness.record import protocol
+from harness.repository.layout import Layout
 
 from .builders import FAST
 from .conftest import subtask

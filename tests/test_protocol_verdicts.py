@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import protocol
+from harness.record import protocol
 
 from .builders import FAST
 from .test_protocol import blocker, call, ev, fed

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import egress
-from harness.errors import Halted
-from harness.proxy import MALFORMED, SOCKET, Proxy
+from harness.base.errors import Halted
+from harness.boundary import egress
+from harness.boundary.proxy import MALFORMED, SOCKET, Proxy
 
 from .test_egress import Listener, listeners, resolver
 
@@ -294,7 +294,7 @@ def test_the_proxy_connects_to_the_address_it_checked(
     """DNS rebinding: a provider's name answered with the host's loopback (beside a public
     address) is never connected to there, and the name is looked up once a connection."""
     ok, other = listeners
-    monkeypatch.setattr("harness.proxy.CONNECT_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("harness.boundary.proxy.CONNECT_TIMEOUT_S", 0.5)
     calls: list[str] = []
     resolve = resolver({"api.example": ["127.0.0.1", "2001:db9::1"]}, calls)
     rules = egress.Rules(public=frozenset({("api.example", other.port)}))
@@ -318,7 +318,7 @@ def test_a_crowd_of_connections_is_cut_off(
     proxy: Proxy, listeners: tuple[Listener, Listener], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ok, _ = listeners
-    monkeypatch.setattr("harness.proxy.MAX_CONNECTIONS", 1)
+    monkeypatch.setattr("harness.boundary.proxy.MAX_CONNECTIONS", 1)
     target = f"127.0.0.1:{ok.port}".encode()
     with socket.socket(socket.AF_UNIX) as first:
         first.settimeout(10)
@@ -358,7 +358,7 @@ def test_stop_ends_live_tunnels_and_the_socket(
     proxy: Proxy, listeners: tuple[Listener, Listener], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ok, _ = listeners
-    monkeypatch.setattr("harness.proxy.STOP_GRACE_S", 0.2)
+    monkeypatch.setattr("harness.boundary.proxy.STOP_GRACE_S", 0.2)
     with socket.socket(socket.AF_UNIX) as conn:
         conn.settimeout(10)
         conn.connect(str(proxy.path))

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import demo
+from harness.importers import demo
 from harness.workers import launcher
 from tests.conftest import CLOCK, ROOT, Sample
 from tests.modelapi import ModelAPI, Step, answer, cut, edit, error, hang

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import recordset
-from harness.layout import Layout
-from harness.ledger import digest
+from harness.record import recordset
+from harness.record.ledger import digest
+from harness.repository.layout import Layout
 
 from .builders import FAST, Waiting
 from .conftest import Sample, calc_patch, ok, subtask

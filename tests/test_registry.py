@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from harness.errors import Halted, InvalidInput
-from harness.registry import Agent, check_version, load
+from harness.base.errors import Halted, InvalidInput
+from harness.boundary.registry import Agent, check_version, load
 
 from .conftest import Sample, subtask
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from harness import files
-from harness.progress import GENESIS, line_hash
+from harness.base import files
+from harness.record.progress import GENESIS, line_hash
 from tests.conftest import Sample, calc_patch, err, new_file_patch, ok, scripted, subtask
 
 EXTRA = new_file_patch("src/extra.py", ["EXTRA = 2"])

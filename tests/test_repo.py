@@ -1,5 +1,5 @@
-"""harness.repo: exporting a commit into a scratch copy (byte for byte, nothing outside the
-destination), matching and syncing the user's files, and reading history."""
+"""harness.repository.repo: exporting a commit into a scratch copy (byte for byte, nothing
+outside the destination), matching and syncing the user's files, and reading history."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import Halted
-from harness.repo import Repo
+from harness.base.errors import Halted
+from harness.repository.repo import Repo
 
 
 def git(root: Path, *args: str, data: bytes = b"") -> str:

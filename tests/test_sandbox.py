@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import egress, proc, proxy, sandbox
-from harness.errors import Halted
+from harness.base.errors import Halted
+from harness.boundary import egress, proc, proxy, sandbox
 
 
 def sh(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from harness import config, scaffold
-from harness.layout import Layout
+from harness.importers import scaffold
+from harness.repository.layout import Layout
+from harness.spec import config
 
 from .conftest import Sample, calc_patch, new_file_patch, ok, subtask
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from harness import scope
+from harness.base import scope
 
 from .builders import FAST
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import sessions
+from harness.boundary import sessions
 
 
 def store(home: Path, text: str = "turn 1\n") -> Path:

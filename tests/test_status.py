@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness import status
-from harness.clock import SteppingClock
-from harness.layout import Layout
+from harness.base.clock import SteppingClock
+from harness.readers import status
+from harness.repository.layout import Layout
 
 from .conftest import CLOCK, Sample, calc_patch, err, new_file_patch, ok, subtask
 

@@ -7,8 +7,10 @@ import time
 import orjson
 import pytest
 
-from harness import orchestrator, protocol, repo
-from harness.progress import GENESIS, line_hash
+from harness.record import protocol
+from harness.record.progress import GENESIS, line_hash
+from harness.repository import repo
+from harness.step import orchestrator
 
 from .conftest import Sample, calc_patch, err, new_file_patch, ok, subtask
 
@@ -81,7 +83,7 @@ def test_commit_carries_trailers_fixed_identity_and_recorded_date(sample: Sample
 
 
 def test_same_inputs_give_the_same_commits_in_another_repository(sample: Sample, tmp_path) -> None:
-    from harness import demo
+    from harness.importers import demo
 
     other_root = tmp_path / "other"
     other_root.mkdir()

@@ -10,9 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import envelope, supervision
-from harness.diffgate import Change
-from harness.plan import Subtask
+from harness.gate.diffgate import Change
+from harness.record import envelope
+from harness.spec.plan import Subtask
+from harness.step import supervision
 
 from .conftest import Sample, calc_patch, new_file_patch, ok, subtask
 

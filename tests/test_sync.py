@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import demo
+from harness.importers import demo
 
 from .conftest import Sample, calc_patch, new_file_patch, ok, subtask
 

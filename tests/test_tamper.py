@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import audit, replay
-from harness.errors import HarnessError
-from harness.layout import Layout
+from harness.base.errors import HarnessError
+from harness.readers import audit, replay
+from harness.repository.layout import Layout
 from tests.conftest import calc_patch, new_file_patch, ok, scripted, subtask
 
 SEED = 20261122

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from harness import tokens
+from harness.record import tokens
 
 NOW = "2026-01-01T12:00:00Z"
 

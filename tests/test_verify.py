@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import demo, verify
+from harness.checks import verify
+from harness.importers import demo
 
 from .conftest import Sample, calc_patch, err, new_file_patch, ok, subtask
 

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from harness import worker
-from harness.registry import Agent
+from harness.boundary import worker
+from harness.boundary.registry import Agent
 
 LIMITS = (2000, 100)
 

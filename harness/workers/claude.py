@@ -14,7 +14,9 @@ from typing import Any
 
 import orjson
 
-from harness import __version__, metrics, policy
+from harness import __version__
+from harness.base import metrics
+from harness.boundary import policy
 from harness.workers import shim
 
 # The final answer the model must give; --json-schema makes the CLI validate it and hand it

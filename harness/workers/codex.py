@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-from harness import __version__, metrics
+from harness import __version__
+from harness.base import metrics
 from harness.workers import shim
 
 # --output-schema is strict: every property required, additionalProperties false, and no

@@ -20,7 +20,8 @@ from typing import Any
 
 import orjson
 
-from harness import __version__, metrics
+from harness import __version__
+from harness.base import metrics
 from harness.workers import shim
 
 NUDGE = "Carry out the task above and finish with the JSON object it asks for."

@@ -26,7 +26,8 @@ from typing import Any
 
 import orjson
 
-from harness import errors, policy, proc, registry, schemas, scope
+from harness.base import errors, schemas, scope
+from harness.boundary import policy, proc, registry
 
 EXIT = {"ok": 0, "retryable": 1, "hard": 2}
 ANSWER_FIELDS = ("plan", "risks", "notes", "metrics", "artifacts", "verdict")

@@ -1,0 +1,1 @@
+"""The command line: parsing, dispatch, printing and exit codes."""

@@ -1,0 +1,1 @@
+"""The readers of a record: audit, replay, report, attest, log and status."""

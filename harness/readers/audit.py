@@ -1,0 +1,451 @@
+"""`harness audit`: check a task's record without trusting any of it.
+
+The log is read one line at a time and never kept: what stays in memory is per subtask
+(the plan's ids and scopes, which are done, the attempt in progress) and per call or token,
+never per event. progress.Log is not used: it loads every event and stops at the first
+problem, where here every problem is a finding and the audit goes on.
+
+git does its share in bulk and in parallel, started before the log is read: the diff
+against the last harness commit and the untracked files, the exchange files' contents
+(audit_exchanges), and the task's subtask commits, oldest first, read in step with the log
+that names them in the same order (audit_commits). The plan is read one subtask at a time
+(planstream).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import fastjsonschema
+import ijson
+
+from harness.base import files, schemas, scope
+from harness.base.errors import InvalidInput
+from harness.readers.audit_commits import Commits
+from harness.readers.audit_exchanges import ExchangeAudit
+from harness.readers.findings import Finding, Findings
+from harness.record import progress, protocol, tokens
+from harness.record.protocol import short
+from harness.repository import repo
+from harness.repository.layout import Layout
+from harness.spec import planstream
+
+_Event = dict[str, Any]
+_NO_DETAILS: dict[str, Any] = {}
+_SHA = re.compile(r"[0-9a-f]{40}\Z")  # a link names a commit by its id, never by a ref
+
+
+@dataclass
+class Report:
+    task_id: str
+    events: int  # lines read
+    findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def doc(self) -> dict[str, object]:
+        """The report as `harness audit --json` prints it."""
+        return {
+            "task_id": self.task_id,
+            "events": self.events,
+            "ok": self.ok,
+            "findings": [{"seq": f.seq, "reason": f.reason} for f in self.findings],
+        }
+
+
+def audit(layout: Layout, task_id: str) -> Report:
+    """Every finding about the task's log, plan, exchanges, commits and tokens, by line.
+
+    A finding's seq is the position of the line in the file, which is its seq in a sound log.
+    """
+    if not layout.task_dir(task_id).is_dir():
+        raise InvalidInput(f"ai/tasks/{task_id}: no such task")
+    return _Audit(layout, task_id).run()
+
+
+# -- the audit -------------------------------------------------------------------------------
+
+
+class _Audit:
+    def __init__(self, layout: Layout, task_id: str) -> None:
+        self.layout, self.task_id = layout, task_id
+        self.found = Findings()
+        self.add = self.found.add
+        self.git = repo.Repo(layout.root)
+        self.commits = Commits(self.git, task_id, self.found)
+        self.exchanges = ExchangeAudit(layout, task_id, self.git, self.found)
+        self.tasks_dir = layout.rel(layout.task_dir(task_id))
+        # Subtask id -> the globs its token must cover; None when the plan is unreadable.
+        self.scopes: dict[str, tuple[str, ...]] | None = None
+        self.needs: dict[str, tuple[str, ...]] | None = None  # subtask id -> its depends_on
+        self.supervised: set[str] = set()  # subtasks whose change counts once approved
+        self.approved: set[str] = set()  # worker calls a verdict approved
+        self.tokens: dict[str, tokens.Token] | None = None
+        self.past_tokens: dict[str, tokens.Token] | None = None  # read on a first miss
+        self.covered: dict[tuple[str, tuple[str, ...]], bool] = {}
+        self.shots: dict[str, tuple[int, str, str]] = {}  # one-shot token: seq, call, commit
+        # Subtasks whose answer with a change was taken and has not landed or failed, in the
+        # order taken: answers are taken in plan order, and each lands before the next.
+        self.landing: dict[str, int] = {}
+        self.model = protocol.Model()
+        self.events = 0
+
+    def run(self) -> Report:
+        try:
+            return self.check()
+        finally:
+            self.git.close()
+
+    def check(self) -> Report:
+        try:
+            head: str | None = self.git.head()
+        except InvalidInput:
+            head = None
+        anchor, recorded = self.anchor(head)
+        with ExitStack() as stack:
+            diff = untracked = blobs = None
+            if anchor is not None:
+                paths = (f"{self.tasks_dir}/", f"{self.exchanges.rel}/")
+                diff = self.git.working_changes(stack, anchor, paths)
+                untracked = self.git.untracked(stack, paths)
+                blobs = self.exchanges.blobs(stack, anchor)
+            self.commits.start(stack, head)
+            self.read_plan()
+            self.read_inputs()
+            self.read_tokens()
+            # Every commit of the task names a line of the log, not only the last one: a log
+            # cut and then appended to by a later run is still caught.
+            for log_head in sorted(recorded.keys() - self.read_log(recorded.keys())):
+                self.add(
+                    "record",
+                    None,
+                    f"log head {short(log_head)} recorded by commit {short(recorded[log_head])} "
+                    "is no line of the log: it was truncated or rewritten",
+                )
+            if diff is not None and untracked is not None and blobs is not None:
+                dirty = self.differences(str(anchor), diff, "differs from")
+                dirty |= self.differences(str(anchor), untracked, "is not in")
+                self.exchanges.check(self.model.calls, blobs.result(), dirty)
+            else:  # no harness commit: every exchange folder is read from disk
+                self.exchanges.check(self.model.calls, None, set())
+        self.check_spent()
+        return Report(self.task_id, self.events, self.found.result())
+
+    # -- the last harness commit -------------------------------------------------------------
+
+    def anchor(self, head: str | None) -> tuple[str | None, dict[str, str]]:
+        """The latest commit on HEAD carrying `Harness-Task: <task>`, and the log heads that
+        must be lines of the log, each with the commit naming it: that commit's and every
+        record commit's (one per command; a subtask commit's head is held to the line that
+        names the commit, in check_commit)."""
+        if head is None:
+            if self.layout.log(self.task_id).exists():
+                self.add("record", None, "the repository has no commits")
+            return None, {}
+        last = self.git.last_task_commit(self.task_id, head)
+        if last is None:
+            if self.layout.log(self.task_id).exists():  # a task never run has no record yet
+                self.add("record", None, f"no commit on HEAD carries Harness-Task: {self.task_id}")
+            return None, {}
+        sha, found = last
+        if "Harness-Log-Head" not in found:
+            self.add("record", None, f"commit {short(sha)} carries no Harness-Log-Head")
+        records = self.git.task_commits(self.task_id, head, records=True)
+        named = [*reversed(records), last]
+        return sha, {t["Harness-Log-Head"]: c for c, t in named if "Harness-Log-Head" in t}
+
+    def differences(self, anchor: str, spool: repo.Spool, how: str) -> set[str]:
+        """Report the files git listed as differing from the last harness commit; return
+        the exchange folders they are in, whose files must be read from disk, not git."""
+        prefix = self.exchanges.rel + "/"
+        dirty = set()
+        for raw in repo.split(spool.result()):
+            path = raw.decode("utf-8", "surrogateescape")
+            self.add("record", None, f"{path} {how} the last harness commit {short(anchor)}")
+            if path.startswith(prefix):
+                dirty.add(path[len(prefix) :].partition("/")[0])
+        return dirty
+
+    # -- plan and tokens ---------------------------------------------------------------------
+
+    def read_plan(self) -> None:
+        path = self.layout.plan(self.task_id)
+        label = f"{self.tasks_dir}/plan.json"
+        try:
+            opened = files.open_regular(path, label, self.layout.root)
+        except InvalidInput as exc:
+            self.add("plan", None, str(exc))
+            return
+        if opened is None:
+            self.add("plan", None, f"{label}: file not found")
+            return
+        item = schemas.fast_validator("plan", "/properties/subtasks/items")
+        head: dict[str, Any] = {}
+        scopes: dict[str, tuple[str, ...]] = {}
+        needs: dict[str, tuple[str, ...]] = {}
+        shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct scope
+        first: list[Any] = []
+        own: dict[str, object] = {}  # subtask id -> its own `supervised`, when it says
+        try:
+            with opened as fh:
+                for key, value in planstream.members(fh):
+                    if key is not None:
+                        head[key] = value
+                        continue
+                    item(value, name_prefix=f"$.subtasks[{len(scopes)}]")
+                    if value["id"] in scopes:
+                        self.add("plan", None, f"{label}: duplicate subtask id {value['id']!r}")
+                        return
+                    # A subtask running a plan writes nothing itself: its plan's subtasks do.
+                    written = value.get("write_scope", ())
+                    globs = (*scope.as_list(written), *value.get("creates", ()))
+                    scopes[value["id"]] = shared.setdefault(globs, globs)
+                    needs[value["id"]] = tuple(value.get("depends_on", ()))
+                    if "supervised" in value:
+                        own[value["id"]] = value["supervised"]
+                    first = first or [value]
+        except fastjsonschema.JsonSchemaValueException as exc:
+            self.add("plan", None, f"{label}: {exc.message}")
+            return
+        except (ijson.JSONError, ValueError, UnicodeDecodeError) as exc:
+            self.add("plan", None, f"{label}: invalid JSON: {exc}")
+            return
+        # The members besides the subtasks, checked with one subtask standing for them all.
+        problem = schemas.problem(
+            "plan", {**head, "subtasks": first} if "subtasks" in head else head
+        )
+        if problem is not None:
+            self.add("plan", None, f"{label}: {problem}")
+        elif head["task_id"] != self.task_id:
+            self.add("plan", None, f"{label}: $.task_id: {head['task_id']!r} is not this task")
+        else:
+            self.scopes, self.needs = scopes, needs
+            plan_wide = head.get("supervised", False)
+            self.supervised = {sid for sid in scopes if own.get(sid, plan_wide) is not False}
+
+    def read_inputs(self) -> None:
+        """The config and registry the next record commit would carry: audit does not judge
+        them (replay reads each epoch's from its record commit), but one that is not a
+        regular file inside the repository is a forged record."""
+        for path in (self.layout.config, self.layout.registry):
+            try:
+                files.read_regular(path, self.layout.rel(path), self.layout.root)
+            except InvalidInput as exc:
+                self.add("record", None, str(exc))
+
+    def read_tokens(self) -> None:
+        try:
+            known = tokens.load(self.layout.tokens, self.layout.root)
+        except InvalidInput as exc:
+            self.add("token", None, str(exc))
+            return
+        self.tokens = {t.id: t for t in known}
+
+    # -- the log -----------------------------------------------------------------------------
+
+    def read_log(self, heads: Collection[str]) -> set[str]:
+        """Check every line; return those of `heads` (recorded log heads) that are lines."""
+        try:
+            found = files.open_regular(
+                self.layout.log(self.task_id), f"{self.tasks_dir}/progress.ndjson", self.layout.root
+            )
+        except InvalidInput as exc:
+            self.add("line", None, str(exc))
+            return set()
+        if found is None:
+            return set()
+        model = self.model = protocol.Model(self.needs)
+        add, index = self.add, -1
+        anchored: set[str] = set()
+        with found as fh:
+            for line in progress.read(files.lines(fh), self.task_id, model):
+                index = line.index
+                if line.digest in heads:
+                    anchored.add(line.digest)
+                for problem in line.problems:
+                    at = index if problem.at is None else problem.at
+                    add(problem.kind, at, problem.reason)
+                if line.event is not None:
+                    self.records(index, line.event)
+        self.events = index + 1
+        for step, att in model.unanswered():
+            add(
+                "order",
+                model.invoked_at(att),
+                f"call {short(att.call_id)} of {step} has no outcome",
+            )
+        return anchored
+
+    def records(self, i: int, ev: _Event) -> None:
+        """What the order does not say: each commit and token an event names, checked."""
+        name, step = ev["event"], ev.get("step")
+        if step is None:
+            return
+        details = ev.get("details", _NO_DETAILS)
+        if name == "subagent_succeeded" and details.get("diffs"):
+            self.landing.pop(step, None)
+            self.landing[step] = i
+        elif name in protocol.FAILURES or name == "step_failed":
+            self.landing.pop(step, None)
+        if name == "subagent_invoked" and details.get("token") is not None:
+            self.use_token(i, ev, step, details["token"], "invoked")
+        elif name == "subagent_diffs_applied":
+            self.in_order(i, step)
+            self.applied(i, ev, step, details)
+            self.unapproved(i, name, step, details)
+        elif name in ("step_completed", "step_failed") and "plan" in details:
+            self.linked(i, name, details)
+        elif name == "step_completed":
+            self.unapproved(i, name, step, details)
+        elif name == "step_approved":
+            self.approved.add(str(self.model.attempt(step).call_id))
+
+    def in_order(self, i: int, step: str) -> None:
+        """A change lands only once every answer taken before it has landed or failed."""
+        taken = self.landing.pop(step, i)
+        earlier = next(iter(self.landing.items()), None)
+        if earlier is not None and earlier[1] < taken:
+            self.add(
+                "order",
+                i,
+                f"{step} landed before {earlier[0]}, whose answer was taken first (at seq "
+                f"{earlier[1]}): the subtask commits are out of plan order",
+            )
+
+    def unapproved(self, i: int, name: str, step: str, d: dict[str, Any]) -> None:
+        """A supervised subtask's change (or answer) counts only once a verdict approved it."""
+        if step in self.supervised and d.get("call_id") not in self.approved:
+            call = short(d.get("call_id"))
+            self.add("order", i, f"{name} of supervised {step} (call {call}) with no approval")
+
+    def linked(self, i: int, name: str, d: dict[str, Any]) -> None:
+        """A nested plan's end names a record commit of that task on this branch, whose copy
+        of the task's log ends with the line it names (task_completed, if it completed)."""
+        task_id, commit, log_head = d.get("plan"), d.get("commit"), d.get("log_head")
+        if not isinstance(task_id, str) or not isinstance(commit, str) or not _SHA.match(commit):
+            self.add("record", i, f"{name} names no nested task and commit id")
+            return
+        if not (self.git.exists(commit) and self.git.is_ancestor(commit, "HEAD")):
+            self.add("record", i, f"commit {short(commit)} of task {task_id} is not on HEAD")
+            return
+        trailers = repo.trailers(self.git.message(commit))
+        data = self.git.read(commit, self.layout.rel(self.layout.log(task_id)))
+        if trailers.get("Harness-Task") != task_id or data is None:
+            self.add("record", i, f"commit {short(commit)} records no log of task {task_id}")
+            return
+        last = data.rstrip(b"\n").rpartition(b"\n")[2]
+        if progress.line_hash(last) != log_head:
+            self.add(
+                "record",
+                i,
+                f"the log of task {task_id} at {short(commit)} does not end with the line "
+                f"{short(log_head)} it names",
+            )
+        elif name == "step_completed" and b'"event":"task_completed"' not in last:
+            self.add("record", i, f"task {task_id} had not completed at {short(commit)}")
+
+    def applied(self, i: int, ev: _Event, step: str, d: dict[str, Any]) -> None:
+        call, commit, token = d.get("call_id"), d.get("commit"), d.get("token")
+        self.commits.check(i, ev, step, call, commit)
+        invoked = self.model.attempt(step).invoked
+        expected = None if invoked is None else invoked.get("details", _NO_DETAILS).get("token")
+        if token != expected:
+            self.add("token", i, f"token {token} is not {expected}, the call's token")
+        if not isinstance(token, str):
+            return
+        self.use_token(i, ev, step, token, "applied")
+        found = (self.tokens or {}).get(token)
+        if found is not None and found.one_shot:
+            first = self.shots.get(token)
+            if first is not None:
+                self.add(
+                    "token", i, f"one-shot token {token} applied again (first at seq {first[0]})"
+                )
+            else:
+                self.shots[token] = (i, str(call), str(commit))
+
+    # -- tokens ------------------------------------------------------------------------------
+
+    def use_token(self, i: int, ev: _Event, step: str, token_id: object, what: str) -> None:
+        """The token existed, covered the subtask and had not expired when it was used."""
+        if self.tokens is None:
+            return  # the token file is unreadable, which is a finding already
+        token = self.known_token(token_id) if isinstance(token_id, str) else None
+        if token is None:
+            self.add(
+                "token", i, f"token {token_id} is not in ai/agents/write_tokens.json or its history"
+            )
+            return
+        # Both are schema-checked timestamps of one fixed width, so text order is time order.
+        if ev["ts"][:19] >= token.expires[:19]:
+            self.add(
+                "token",
+                i,
+                f"token {token.id} {what} at {ev['ts']}, after it expired at {token.expires}",
+            )
+        globs = None if self.scopes is None else self.scopes.get(step)
+        if globs is None:
+            return
+        key = (token.id, globs)
+        if key not in self.covered:
+            self.covered[key] = token.covers(globs)
+        if not self.covered[key]:
+            self.add("token", i, f"token {token.id} does not cover {', '.join(globs)}")
+
+    def known_token(self, token_id: str) -> tokens.Token | None:
+        """The token as the store holds it; else as the store last held it on HEAD's history:
+        a token removed after its use was what the use was judged by, as replay reads it."""
+        found = (self.tokens or {}).get(token_id)
+        if found is None:
+            if self.past_tokens is None:
+                self.past_tokens = self.read_past_tokens()
+            found = self.past_tokens.get(token_id)
+        return found
+
+    def read_past_tokens(self) -> dict[str, tokens.Token]:
+        path = self.layout.tokens
+        rel = self.layout.rel(path)
+        past: dict[str, tokens.Token] = {}
+        for sha in self.git.commits_touching(rel):  # newest first: the latest form wins
+            data = self.git.read(sha, rel)
+            try:
+                known = [] if data is None else tokens.load(path, self.layout.root, data)
+            except InvalidInput:
+                continue  # a version harness would have refused could not have been used
+            for token in known:
+                past.setdefault(token.id, token)
+        return past
+
+    def check_spent(self) -> None:
+        """A one-shot token's spent mark names the call and commit that applied it here."""
+        for token in sorted((self.tokens or {}).values(), key=lambda t: t.id):
+            mark, used = token.spent, self.shots.get(token.id)
+            if not token.one_shot or mark is None:
+                continue
+            if mark["task_id"] != self.task_id:
+                if used is not None:
+                    self.add(
+                        "token",
+                        used[0],
+                        f"one-shot token {token.id} is marked spent by task {mark['task_id']}",
+                    )
+            elif used is None:
+                self.add(
+                    "token",
+                    None,
+                    f"one-shot token {token.id} is marked spent by call "
+                    f"{short(mark['call_id'])}, which this log never applied",
+                )
+            elif (mark["call_id"], mark["commit"]) != used[1:]:
+                self.add(
+                    "token",
+                    used[0],
+                    f"one-shot token {token.id} is marked spent by commit "
+                    f"{short(mark['commit'])}, not {short(used[2])}",
+                )

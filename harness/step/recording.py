@@ -1,0 +1,41 @@
+"""The record commit of a task: what recordset collects, committed on the task's branch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.record import recordset
+
+if TYPE_CHECKING:  # the orchestrator imports what this module needs first
+    from harness.step.orchestrator import Task
+
+
+def record(task: Task) -> list[str]:
+    """Commit the task's state (plan, checklist, log, exchanges) so a clone holds it all,
+    then clear the ledger; the "path: why" of each file refused (see collect)."""
+    if not task.log.events:
+        return []
+    message = (
+        f"harness: record {task.task_id}\n\n"
+        f"Harness-Task: {task.task_id}\n"
+        f"Harness-Log-Head: {task.log.head}\n"
+    )
+    who = (task.config.name, task.config.email)
+    head = task.git.head()
+    found = recordset.collect(
+        task.layout,
+        task.task_id,
+        task.ledger.entries,
+        {task.layout.rel(task.log.path): task.log.data()},
+        lambda paths: task.git.blob_hashes(head, paths),
+    )
+    task.git.record(
+        found.taken,
+        found.dropped,
+        message,
+        who,
+        task.log.events[-1]["ts"],
+        task.scratch("record.index"),
+    )
+    task.ledger.clear()
+    return found.refused

@@ -591,10 +591,19 @@ def test_demo_runs_offline_and_is_reproducible(tmp_path: Path) -> None:
             ["T3", "doc-writer", "done"],
         ]
         commits = out.split("commits:\n", 1)[1].split("\n\n", 1)[0].splitlines()
-        assert len(commits) == 5  # sample, three subtasks, the record
-        # The record commit holds verification evidence with measured durations.
-        outputs.append([c for c in commits if not c.endswith("harness: record demo")])
-    assert outputs[0] == outputs[1]
+        outputs.append(commits)
+    assert outputs[0] == outputs[1] == DEMO_COMMITS
+
+
+# The demo's commits, record included: the same bytes wherever and whenever it runs, and a
+# change of harness's code that moves one of these has changed what harness records.
+DEMO_COMMITS = [
+    "d91cf4d harness: record demo",
+    "f705025 doc-writer: Document the calculator",
+    "6465e8c test-author: Add tests for subtract",
+    "9aecb63 localized-impl: Add a subtract function to src/calc.py",
+    "c7547fb Sample calculator",
+]
 
 
 def test_demo_refuses_a_non_empty_dir(tmp_path: Path) -> None:

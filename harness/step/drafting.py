@@ -72,8 +72,46 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
         budgets=dict(cfg.budgets),
         epoch=0,
     )
-    limits = (cfg.max_output_bytes, cfg.max_artifact_bytes)
     ledger = Ledger(layout, task_id)
+    outcome = answer(layout, cfg, agent, git, base, call, task_id, ledger)
+    if outcome.status != "ok":
+        raise Halted(f"agent {agent.id} could not draft a plan: {outcome.message}")
+    proposed = next(
+        (a["content"] for a in outcome.result.get("artifacts", []) if a["name"] == "plan.json"),
+        None,
+    )
+    if proposed is None:
+        raise Halted(f"agent {agent.id} returned no plan.json artifact")
+    target = draft_path(layout, task_id)
+    plan = plan_mod.load(target, root, task_id, proposed.encode())  # `plan validate`'s checks
+    nests = [sub.id for sub in plan.subtasks if sub.plan is not None]
+    if nests:
+        raise Halted(
+            f"agent {agent.id} drafted a plan whose subtask {nests[0]} runs another task's "
+            "plan: a drafted plan may not nest"
+        )
+    doc = orjson.loads(proposed)
+    doc["budgets"] = capped(doc.get("budgets", {}), cfg.drafted, cfg.limits)
+    data = files.pretty(doc)
+    plan_mod.load(target, root, task_id, data)
+    ledger.write(target, data)
+    return target
+
+
+def answer(
+    layout: Layout,
+    cfg: config.Config,
+    agent: registry.Agent,
+    git: repo.Repo,
+    base: str,
+    call: envelope.Call,
+    task_id: str,
+    ledger: Ledger,
+) -> worker.Outcome:
+    """The planning agent's judged answer: from the kept exchange when the same call was
+    asked before, else from running the agent (and the exchange is kept)."""
+    root = layout.root
+    limits = (cfg.max_output_bytes, cfg.max_artifact_bytes)
     final = layout.draft_exchange(task_id, call.call_id)
     # The same goal asked at the same HEAD and instant is the same call: its record answers.
     recorded = exchanges.load(final, layout.root)
@@ -101,28 +139,7 @@ def draft(layout: Layout, task_id: str, goal: str, clock: Clock) -> Path:
         outcome = worker.judge(
             recorded.stdout, found["exit_code"], found["timed_out"], task_id, agent.id, limits
         )
-    if outcome.status != "ok":
-        raise Halted(f"agent {agent.id} could not draft a plan: {outcome.message}")
-    proposed = next(
-        (a["content"] for a in outcome.result.get("artifacts", []) if a["name"] == "plan.json"),
-        None,
-    )
-    if proposed is None:
-        raise Halted(f"agent {agent.id} returned no plan.json artifact")
-    target = draft_path(layout, task_id)
-    plan = plan_mod.load(target, root, task_id, proposed.encode())  # `plan validate`'s checks
-    nests = [sub.id for sub in plan.subtasks if sub.plan is not None]
-    if nests:
-        raise Halted(
-            f"agent {agent.id} drafted a plan whose subtask {nests[0]} runs another task's "
-            "plan: a drafted plan may not nest"
-        )
-    doc = orjson.loads(proposed)
-    doc["budgets"] = capped(doc.get("budgets", {}), cfg.drafted, cfg.limits)
-    data = files.pretty(doc)
-    plan_mod.load(target, root, task_id, data)
-    ledger.write(target, data)
-    return target
+    return outcome
 
 
 def capped(

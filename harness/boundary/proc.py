@@ -144,92 +144,19 @@ def run(
         if at is not None
     )
     with ExitStack() as stack:
-        # A file, not a pipe: a worker can never block waiting for input that will not come.
-        fin: IO[bytes] | int = (
-            stack.enter_context(stdin.open("rb")) if stdin is not None else subprocess.DEVNULL
-        )
-        # Pipes harness copies from, so what a command prints is bounded while it is written.
-        out = _Output(stack, cap)
-        same = stdout is not None and stderr is not None and stderr.resolve() == stdout.resolve()
-        fout = subprocess.DEVNULL
-        if stdout is not None:
-            fout = out.pipe(stdout, ("stdout", "stderr") if same else ("stdout",))
-        ferr = subprocess.DEVNULL
-        if stderr is not None:
-            # One pipe for one file: two writers would overwrite each other's bytes, and
-            # the command's order of writes is kept.
-            ferr = fout if same else out.pipe(stderr, ("stderr",))
+        out, fin, fout, ferr = _streams(stack, cap, stdin, stdout, stderr)
         boxed = _Boxed(stack, box, argv, cwd) if box is not None else None
         if _STOPPED.is_set():
             raise HarnessError(f"not starting {argv[0]!r}: harness is stopping")
         start = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                boxed.argv if boxed else list(argv),
-                cwd=Path("/") if boxed else cwd,
-                env=boxed.env(env) if boxed else dict(env),
-                stdin=fin,
-                stdout=fout,
-                stderr=ferr,
-                start_new_session=True,
-                pass_fds=boxed.fds if boxed else (),
-            )
-        except OSError as exc:
-            raise HarnessError(f"cannot execute {argv[0]!r} in {cwd}: {exc.strerror}") from None
-        finally:
-            out.started()
-            if boxed:
-                boxed.started()
-        timed_out: str | None = None
+        proc = _start(argv, cwd, env, boxed, out, (fin, fout, ferr))
         leaked = False
-        with _LIVE_LOCK:
-            _LIVE.add(proc.pid)
-            if _STOPPED.is_set():  # stop_all ran between the check above and here
-                _kill_group(proc.pid, signal.SIGKILL)
         try:
-            while True:
-                idle_at = None if idle_s is None or timed_out else out.last + idle_s
-                if not stages and idle_at is None:
-                    out.copy_until_exit(proc, None)
-                    break
-                next_at = min([start + stages[0][0]] if stages else [], default=None)
-                wake = min(t for t in (next_at, idle_at) if t is not None)
-                if out.copy_until_exit(proc, wake - time.monotonic()):
-                    break  # an end exactly at the deadline is not a timeout
-                if idle_s is not None and not timed_out and time.monotonic() >= out.last + idle_s:
-                    # Silent for idle_s: stuck. Asked to stop as at the soft timeout, then
-                    # killed after a grace unless the hard timeout comes first.
-                    if boxed:
-                        boxed.terminate()
-                    else:
-                        _kill_group(proc.pid, signal.SIGTERM)
-                    timed_out = "idle"
-                    hard = time.monotonic() - start + IDLE_GRACE_S
-                    hard = min([hard, *(at for at, _, name in stages if name == "hard")])
-                    stages = [(hard, signal.SIGKILL, "hard")]
-                    continue
-                if next_at is None or time.monotonic() < next_at:
-                    continue  # output came just in time: not idle after all
-                _, sig, stage = stages.pop(0)
-                if boxed and sig == signal.SIGTERM:
-                    boxed.terminate()
-                else:
-                    _kill_group(proc.pid, sig)
-                if timed_out != "idle":  # a stuck command stays stuck, however it ended
-                    timed_out = stage
-                if stage == "hard":
-                    stages.clear()
+            timed_out = _wait(proc, out, boxed, stages, idle_s, start)
             if boxed is None:
                 leaked = timed_out is None and _group_alive(proc.pid)
         finally:
-            # The group id outlives its leader while any member lives, so this reaches
-            # descendants even after the direct child was reaped; a group id is not reused
-            # while any member exists. Runs on interrupts too.
-            _kill_group(proc.pid, signal.SIGKILL)
-            with _LIVE_LOCK:  # before the reaping: a reaped leader's id may be reused
-                _LIVE.discard(proc.pid)
-            if proc.returncode is None:
-                proc.wait()
+            _end(proc)
         duration = time.monotonic() - start
         # Everything in the group or the sandbox is dead now, so the pipes close at once,
         # unless an uncontained daemon that left the group holds one: it gets a grace.
@@ -240,6 +167,118 @@ def run(
                 leaked = bool(report.leaked) and timed_out is None
                 return Result(report.code, timed_out, duration, leaked, report.leaked, out.cut)
         return Result(proc.returncode, timed_out, duration, leaked, truncated=out.cut)
+
+
+def _streams(
+    stack: ExitStack, cap: int, stdin: Path | None, stdout: Path | None, stderr: Path | None
+) -> tuple[_Output, IO[bytes] | int, int, int]:
+    # A file, not a pipe: a worker can never block waiting for input that will not come.
+    fin: IO[bytes] | int = (
+        stack.enter_context(stdin.open("rb")) if stdin is not None else subprocess.DEVNULL
+    )
+    # Pipes harness copies from, so what a command prints is bounded while it is written.
+    out = _Output(stack, cap)
+    same = stdout is not None and stderr is not None and stderr.resolve() == stdout.resolve()
+    fout = subprocess.DEVNULL
+    if stdout is not None:
+        fout = out.pipe(stdout, ("stdout", "stderr") if same else ("stdout",))
+    ferr = subprocess.DEVNULL
+    if stderr is not None:
+        # One pipe for one file: two writers would overwrite each other's bytes, and
+        # the command's order of writes is kept.
+        ferr = fout if same else out.pipe(stderr, ("stderr",))
+    return out, fin, fout, ferr
+
+
+def _start(
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    boxed: _Boxed | None,
+    out: _Output,
+    fds: tuple[IO[bytes] | int, int, int],
+) -> subprocess.Popen[bytes]:
+    """The command started in a new session, its group known to stop_all."""
+    fin, fout, ferr = fds
+    try:
+        proc = subprocess.Popen(
+            boxed.argv if boxed else list(argv),
+            cwd=Path("/") if boxed else cwd,
+            env=boxed.env(env) if boxed else dict(env),
+            stdin=fin,
+            stdout=fout,
+            stderr=ferr,
+            start_new_session=True,
+            pass_fds=boxed.fds if boxed else (),
+        )
+    except OSError as exc:
+        raise HarnessError(f"cannot execute {argv[0]!r} in {cwd}: {exc.strerror}") from None
+    finally:
+        out.started()
+        if boxed:
+            boxed.started()
+    with _LIVE_LOCK:
+        _LIVE.add(proc.pid)
+        if _STOPPED.is_set():  # stop_all ran between the check above and here
+            _kill_group(proc.pid, signal.SIGKILL)
+    return proc
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    out: _Output,
+    boxed: _Boxed | None,
+    stages: list[tuple[float, signal.Signals, str]],
+    idle_s: float | None,
+    start: float,
+) -> str | None:
+    """Copy the output until the command ends; the timeout that stopped it, if one did."""
+    timed_out: str | None = None
+    while True:
+        idle_at = None if idle_s is None or timed_out else out.last + idle_s
+        if not stages and idle_at is None:
+            out.copy_until_exit(proc, None)
+            break
+        next_at = min([start + stages[0][0]] if stages else [], default=None)
+        wake = min(t for t in (next_at, idle_at) if t is not None)
+        if out.copy_until_exit(proc, wake - time.monotonic()):
+            break  # an end exactly at the deadline is not a timeout
+        if idle_s is not None and not timed_out and time.monotonic() >= out.last + idle_s:
+            # Silent for idle_s: stuck. Asked to stop as at the soft timeout, then
+            # killed after a grace unless the hard timeout comes first.
+            if boxed:
+                boxed.terminate()
+            else:
+                _kill_group(proc.pid, signal.SIGTERM)
+            timed_out = "idle"
+            hard = time.monotonic() - start + IDLE_GRACE_S
+            hard = min([hard, *(at for at, _, name in stages if name == "hard")])
+            stages[:] = [(hard, signal.SIGKILL, "hard")]
+            continue
+        if next_at is None or time.monotonic() < next_at:
+            continue  # output came just in time: not idle after all
+        _, sig, stage = stages.pop(0)
+        if boxed and sig == signal.SIGTERM:
+            boxed.terminate()
+        else:
+            _kill_group(proc.pid, sig)
+        if timed_out != "idle":  # a stuck command stays stuck, however it ended
+            timed_out = stage
+        if stage == "hard":
+            stages.clear()
+    return timed_out
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the command's group and reap it."""
+    # The group id outlives its leader while any member lives, so this reaches
+    # descendants even after the direct child was reaped; a group id is not reused
+    # while any member exists. Runs on interrupts too.
+    _kill_group(proc.pid, signal.SIGKILL)
+    with _LIVE_LOCK:  # before the reaping: a reaped leader's id may be reused
+        _LIVE.discard(proc.pid)
+    if proc.returncode is None:
+        proc.wait()
 
 
 @dataclass

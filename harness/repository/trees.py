@@ -1,0 +1,176 @@
+"""Trees away from the user's files: a tree exported byte for byte, patches applied on a
+private index, a scratch copy, a shared clone."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from harness.base import files
+from harness.base.errors import Halted
+from harness.repository.history import History
+from harness.repository.process import split
+
+_GITLINK = "160000"  # a submodule's commit
+
+
+class Trees(History):
+    def export(
+        self,
+        tree: str,
+        dest: Path,
+        keep: Callable[[str], bool] = lambda _: True,
+        since: str | None = None,
+    ) -> None:
+        """Write the files of `tree` that `keep` accepts under `dest`, byte for byte from the
+        object store: no filters, no checkout, no `.git`; a copy shares nothing with the
+        repository. Submodules become empty folders.
+
+        With `since`, `dest` holds that tree's export (by the same `keep`): only the paths
+        that differ are removed and written again, so the cost is the change's, not the
+        tree's."""
+        with ExitStack() as stack:
+            if since is None:
+                found = _listed(split(self.tree_entries(stack, tree).result()))
+            else:
+                changes = self.spool(stack, "diff-tree", "-r", "-z", "--no-renames", since, tree)
+                found = _changed(split(changes.result()), dest)
+            entries = []
+            for mode, sha, name in found:
+                if not _plain_path(name):
+                    raise Halted(f"commit {tree[:12]} holds a path git itself refuses: {name!r}")
+                if keep(name):
+                    entries.append((mode, sha, name))
+            wanted = stack.enter_context(tempfile.TemporaryFile())
+            wanted.write(
+                b"".join(f"{sha}\n".encode() for mode, sha, _ in entries if mode != _GITLINK)
+            )
+            wanted.seek(0)
+            blobs = self.contents(stack, wanted).result()
+            dest.mkdir(parents=True, exist_ok=True)
+            links = []
+            for mode, _, name in entries:
+                target = dest / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if mode == _GITLINK:
+                    target.mkdir(exist_ok=True)
+                    continue
+                size = int(blobs.readline().split()[2])
+                data = blobs.read(size)
+                blobs.read(1)
+                if mode == "120000":
+                    links.append((target, os.fsdecode(data)))
+                else:
+                    target.write_bytes(data)
+                    if mode == "100755":
+                        target.chmod(0o755)
+            # Links last: no file is ever written through one.
+            for target, points_to in links:
+                target.symlink_to(points_to)
+
+    def apply_tree(
+        self, head: str, patches: Sequence[tuple[str, Path]], index: Path
+    ) -> tuple[str | None, str]:
+        """The tree of `head` with the (name, patch) pairs applied in order, computed on a
+        private index without touching any files; (tree, "") or (None, which patch git
+        refused and why)."""
+        env = {"GIT_INDEX_FILE": str(index)}
+        index.unlink(missing_ok=True)
+        try:
+            self.git("read-tree", head, env=env)
+            for name, patch in patches:
+                for mode in ("--check", None):
+                    code, _, err = self.try_git(
+                        "apply",
+                        "--cached",
+                        *([mode] if mode else []),
+                        # Whitespace is the repository's business (its linters), not the
+                        # gate's: a fixture may need a trailing blank.
+                        "--whitespace=nowarn",
+                        str(patch),
+                        env=env,
+                    )
+                    if code != 0:
+                        # git names the staging patch by its path on this machine: the
+                        # record names the change instead, the same in any folder.
+                        said = err.replace(str(patch), name)
+                        why = (said.strip().splitlines() or [f"exit {code}"])[0]
+                        return None, f"git apply refused {name}: {why}"
+            return self.git("write-tree", env=env).strip(), ""
+        finally:
+            index.unlink(missing_ok=True)
+
+    @contextmanager
+    def scratch(self, tree: str, where: Path, git_dir: bool = False) -> Iterator[Path]:
+        """A copy of `tree` at `where`, with a `.git` of its own holding one commit of it if
+        asked; removed afterwards whatever happens."""
+        files.wipe(where)
+        self.export(tree, where)
+        if git_dir:
+            own = {
+                "GIT_CONFIG_GLOBAL": os.devnull,
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_AUTHOR_DATE": "1970-01-01T00:00:00Z",
+                "GIT_COMMITTER_DATE": "1970-01-01T00:00:00Z",
+            }
+            who = ("-c", "user.name=harness", "-c", "user.email=harness@localhost")
+            self.git("init", "-q", "-b", "scratch", cwd=where, env=own)
+            self.git("add", "-A", cwd=where, env=own)
+            self.git(*who, "commit", "-q", "--allow-empty", "-m", "scratch", cwd=where, env=own)
+        try:
+            yield where
+        finally:
+            files.wipe(where)
+
+    def clone_shared(self, dest: Path) -> None:
+        """A clone of this repository at `dest` borrowing its objects, with no files checked
+        out."""
+        self.git("clone", "-q", "--shared", "--no-checkout", str(self.root), str(dest))
+
+    def checkout_new_branch(self, name: str, at: str) -> None:
+        """A new branch `name` at `at`, checked out."""
+        self.git("checkout", "-q", "-b", name, at)
+
+
+def _listed(records: Iterator[bytes]) -> Iterator[tuple[str, str, str]]:
+    """(mode, object id, path) of each entry `ls-tree -r -z` lists."""
+    for raw in records:
+        meta, _, path = raw.partition(b"\t")
+        mode, _, sha = meta.decode().split(" ")
+        yield mode, sha, path.decode("utf-8", "surrogateescape")
+
+
+def _changed(records: Iterator[bytes], dest: Path) -> Iterator[tuple[str, str, str]]:
+    """(mode, object id, path) of each entry a raw `diff-tree -r -z` says is new or changed,
+    once every path it names is gone from `dest`, and the folders they leave empty: so a
+    file can become a folder and a folder a file."""
+    found = []
+    for meta in records:
+        path = next(records).decode("utf-8", "surrogateescape")
+        _, mode, _, sha, status = meta.decode().lstrip(":").split(" ")
+        found.append((mode, sha, path, status))
+    for _, _, path, _ in found:
+        target = dest / path
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            files.wipe(target)
+    for _, _, path, _ in sorted(found, key=lambda f: -f[2].count("/")):
+        parent = (dest / path).parent
+        while parent != dest:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+    return ((mode, sha, path) for mode, sha, path, status in found if status != "D")
+
+
+def _plain_path(name: str) -> bool:
+    """A tree path with no empty, `.`, `..` or `.git` part (git refuses these on checkout)."""
+    return not name.startswith("/") and all(
+        part not in ("", ".", "..") and part.lower() != ".git" for part in name.split("/")
+    )

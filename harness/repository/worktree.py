@@ -1,0 +1,121 @@
+"""The user's index and working files, as harness compares and syncs them: never through a
+symlink, never over something of the user's."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Sequence
+
+from harness.repository.history import History
+from harness.repository.process import LITERAL
+
+# An index entry (mode, object id); None where there is no file.
+Entry = tuple[str, str] | None
+
+
+class WorkTree(History):
+    def matches(self, path: str, commits: Sequence[str]) -> bool:
+        """True when the user's index entry and working file for `path` each equal its
+        version in one of `commits`; where a commit has no such file, that means no entry and
+        no file (what lies past a symlink or a file on the way is no file, as git sees it)."""
+        versions = {self._entry(c, path) for c in commits}
+        return self._staged(path) in versions and self._working(path) in versions
+
+    def sync(self, commit: str, paths: Sequence[str]) -> list[str]:
+        """Make the user's index and files match `commit` for exactly these paths, deletions
+        first so that a file may become a folder and a folder a file. Nothing is written
+        through a symlink or over something of the user's (a file on the way, a folder that is
+        not empty where the file goes): such a path is left as it is and returned."""
+        gone = [p for p in paths if self._entry(commit, p) is None]
+        if gone:
+            self.git("update-index", "--force-remove", "--", *gone)
+            for path in gone:
+                self._remove(path)
+        blocked = [p for p in paths if p not in gone and not self._clear(p)]
+        ready = [p for p in paths if p not in gone and p not in blocked]
+        if ready:
+            self.git("checkout", commit, "--", *ready, env=LITERAL)
+        return blocked
+
+    def in_the_way(self, path: str) -> str | None:
+        """The first folder of `path` that in the working tree is a symlink or a file, or None.
+        Each part is looked at with lstat, after its parent proved a real folder, so no link
+        is ever followed."""
+        parts = path.split("/")
+        for end in range(1, len(parts)):
+            folder = "/".join(parts[:end])
+            try:
+                found = os.lstat(self.root / folder)
+            except FileNotFoundError:
+                return None
+            if not stat.S_ISDIR(found.st_mode):
+                return folder
+        return None
+
+    def _entry(self, commit: str, path: str) -> Entry:
+        """The path's entry in `commit`."""
+        try:
+            blob = self.repo.commit(commit).tree[path]
+        except KeyError:
+            return None
+        return (f"{blob.mode:o}", blob.hexsha) if blob.type == "blob" else None
+
+    def _staged(self, path: str) -> Entry:
+        """The path's entry in the user's index."""
+        out = self.git("ls-files", "-s", "-z", "--", path, env=LITERAL)
+        for record in filter(None, out.split("\0")):
+            meta, name = record.split("\t", 1)
+            if name == path:
+                mode, sha, stage = meta.split(" ")
+                # A conflicted entry is the user's business, never a version of ours.
+                return (mode, sha) if stage == "0" else ("unmerged", sha)
+        return None
+
+    def _working(self, path: str) -> Entry:
+        """The working file at `path` as the index would record it; None for no file."""
+        if self.in_the_way(path) is not None:
+            return None
+        full = self.root / path
+        try:
+            found = full.lstat()
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(found.st_mode):
+            target = os.fsencode(os.readlink(full))
+            blob = hashlib.sha1(b"blob %d\0%b" % (len(target), target), usedforsecurity=False)
+            return "120000", blob.hexdigest()
+        if not stat.S_ISREG(found.st_mode):
+            return None
+        mode = "100755" if found.st_mode & stat.S_IXUSR else "100644"
+        return mode, self.git("hash-object", "--", path).strip()
+
+    def _remove(self, path: str) -> None:
+        """Delete the working file at `path`, never through a link nor a folder, and the
+        folders that leaves empty, as git does."""
+        if self.in_the_way(path) is not None:
+            return
+        full = self.root / path
+        if full.is_symlink() or full.is_file():
+            full.unlink()
+        folder = full.parent
+        while folder != self.root:
+            try:
+                folder.rmdir()
+            except OSError:
+                return
+            folder = folder.parent
+
+    def _clear(self, path: str) -> bool:
+        """Whether a file may be written at `path`: no symlink or file on its way, and no
+        folder where it goes (an empty one is removed, as git would)."""
+        if self.in_the_way(path) is not None:
+            return False
+        full = self.root / path
+        if full.is_dir() and not full.is_symlink():
+            try:
+                full.rmdir()
+            except OSError:
+                return False
+        return True

@@ -45,7 +45,8 @@ class Containment:
         """The agent's `--version`, asked inside its sandbox."""
         home, work = _fresh(scratch / "home"), _fresh(scratch / "work")
         box = self.box(work, home, agent)
-        return registry.probe(agent, self.layout.root, worker.env_for(agent, home), box)
+        env = worker.env_for(agent, home)
+        return registry.probe(agent, self.layout.root, env, box, self.layout.state)
 
     def call(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness.base import files
 from harness.base.errors import Halted, InvalidInput
-from harness.boundary import egress, installed, proc, sandbox
+from harness.boundary import egress, installed, probes, proc, sandbox
 
 # The roles every shim can take: each CLI reads, edits files and answers in JSON.
 CODING = ("localized-impl", "micro-refactor", "test-author", "doc-writer", "codegen", "review")
@@ -245,9 +246,13 @@ def route(agents: list[Agent], role: str, agent_id: str | None) -> Agent | None:
     return next((a for a in agents if role in a.capabilities and agent_id in (None, a.id)), None)
 
 
-def probe(agent: Agent, root: Path, env: dict[str, str], box: sandbox.Box | None) -> str:
+def probe(
+    agent: Agent, root: Path, env: dict[str, str], box: sandbox.Box | None, state: Path | None
+) -> str:
     """Run `cmd --version` (in its sandbox) and check what it reports against the range;
-    return the version seen, which each call's exchange records as `agent_version`.
+    return the version seen, which each call's exchange records as `agent_version`. With
+    harness's `state` folder, what it printed is kept there for the next command, which
+    runs it again only if the agent's files or environment changed (probes.py).
 
     A shim reports the version of the agent CLI it drives first (`claude 2.1.330 via
     claude-cli 0.1.0`): the range is about that CLI, as in seed 004's `">=2.0.34"`, never
@@ -256,12 +261,28 @@ def probe(agent: Agent, root: Path, env: dict[str, str], box: sandbox.Box | None
     exe = agent.executable(root)
     if not exe.is_file():
         raise Halted(f"agent {agent.id}: {agent.cmd} not found")
+    cache = state / probes.NAME if state is not None else None
+    entries = probes.load(cache) if cache is not None else {}
+    digest = probes.key(exe, _drives(agent, env, box), env, box is not None)
+    if digest is not None and digest in entries:
+        return check_version(agent, entries[digest])
     cwd = box.work if box is not None else root
     code, out, err = proc.capture([str(exe), "--version"], cwd=cwd, env=env, timeout_s=30, box=box)
     if code != 0:
         tail = (err or out).strip().splitlines()[-1:] or [f"exit {code}"]
         raise Halted(f"agent {agent.id}: `{agent.cmd} --version` failed: {tail[0]}")
-    return check_version(agent, out)
+    version = check_version(agent, out)
+    if cache is not None and digest is not None:
+        probes.store(cache, entries, digest, out)
+    return version
+
+
+def _drives(agent: Agent, env: dict[str, str], box: sandbox.Box | None) -> list[Path]:
+    """The programs a shim's `--version` runs beside itself: its CLI as found on the PATH it
+    is given, and what its sandbox links in (the CLI and its runtime)."""
+    found = shutil.which(agent.cli, path=env.get("PATH", os.defpath)) if agent.cli else None
+    programs = [host for _, host in box.programs] if box is not None else []
+    return ([Path(found)] if found else []) + programs
 
 
 def version_in(text: str) -> Version | None:

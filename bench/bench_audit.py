@@ -52,13 +52,16 @@ BLOBS = (
     "verify/02-test.json",
 )
 MARKS = 16  # fast-import marks per subtask: its commit, then its exchange's blobs
-# Runs the audit and reports its own peak RSS and its git children's (KiB). Its own is
-# VmHWM, not getrusage: a child's ru_maxrss starts at its parent's size when forked, which
-# here is the generator's. The children's figure is an upper bound for the same reason.
+# Runs the audit as `python -m harness.cli` does and reports its own peak RSS and its git
+# children's (KiB). Its own is VmHWM, not getrusage: a child's ru_maxrss starts at its
+# parent's size when forked, which here is the generator's. The children's figure is an
+# upper bound for the same reason.
 CHILD = (
-    "import resource, sys\n"
-    "from harness import cli\n"
-    "code = cli.main(sys.argv[1:])\n"
+    "import resource, runpy, sys\n"
+    "try:\n"
+    "    runpy.run_module('harness.cli', run_name='__main__', alter_sys=True)\n"
+    "except SystemExit as done:\n"
+    "    code = done.code\n"
     "sys.stdout.flush()\n"
     "own = open('/proc/self/status').read().split('VmHWM:')[1].split()[0]\n"
     "print(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
@@ -384,7 +387,8 @@ def time_audit(root: Path) -> tuple[float, int, int]:
     )
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"the audit is not clean ({done.returncode}): {done.stdout[-2000:]}")
+        said = done.stdout[-2000:] + done.stderr[-2000:]
+        raise SystemExit(f"the audit is not clean ({done.returncode}): {said}")
     own, children = done.stderr.split()[-2:]
     return elapsed, int(own), int(children)
 

@@ -8,27 +8,28 @@ each subtask commit must be rebuilt bit for bit. Times come from the record (the
 the recorded ts of the line being written); answers come only from the recorded exchanges,
 and a call the record does not hold stops the replay. Checks are taken from the record, or
 re-run with `verify` and then held to the recorded verdicts.
+
+The record as the replay reads it, and how it diverges, is replaylog.py; the scratch clone
+and the inputs each line was written with, scratch.py.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
-import shutil
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NoReturn
 
-import orjson
-
-from harness.base import clock, files
 from harness.base.errors import AwaitingApproval, Halted, InvalidInput
-from harness.checks.acceptance import Judge
-from harness.gate.diffgate import Change
-from harness.record.progress import Log
+from harness.readers.replaylog import (
+    CommandEnds,
+    Diverged,
+    RecordedChecks,
+    RecordEnds,
+    ReplayLog,
+    describe,
+    recorded_log,
+)
+from harness.readers.scratch import Inputs, scratch_clone, seed_exchanges
 from harness.record.protocol import HUMAN, VERDICTS
 from harness.repository import repo
 from harness.repository.layout import Layout
@@ -37,112 +38,7 @@ from harness.step import budgets, nesting, orchestrator
 
 Event = dict[str, Any]
 
-# What must agree between a recorded line and the replayed one; the rest (times, messages,
-# command lines, measurements) may differ between machines and is taken from the record.
-COMPARED = ("event", "step", "status")
-COMPARED_DETAILS = ("call_id", "commit", "check", "kind", "token")
 _SHA = re.compile(r"[0-9a-f]{40}")
-
-
-class Diverged(Halted):
-    """The replay did something other than the record: where, what was expected, what not."""
-
-    def __init__(self, index: int, expected: str, found: str) -> None:
-        super().__init__(f"diverged at event {index}: expected {expected}; found {found}")
-        self.index, self.expected, self.found = index, expected, found
-
-
-class RecordEnds(Exception):
-    """The orchestrator went on past the last recorded line: the recorded run stopped there."""
-
-
-class CommandEnds(Exception):
-    """The orchestrator went on past the last line the recorded command wrote: the next
-    lines were written by another command, with the inputs of its own record commit."""
-
-
-def describe(event: Event | None) -> str:
-    """One line naming what is compared of an event."""
-    if event is None:
-        return "the end of the record"
-    parts = [str(event.get(k, "-")) for k in COMPARED]
-    details = event.get("details") or {}
-    parts += [f"{k}={str(details[k])[:12]}" for k in COMPARED_DETAILS if k in details]
-    return " ".join(parts)
-
-
-def _key(event: Event) -> tuple[object, ...]:
-    details = event.get("details") or {}
-    return (*(event.get(k) for k in COMPARED), *(details.get(k) for k in COMPARED_DETAILS))
-
-
-class RecordedClock:
-    """The recorded ts of line `seq`, so envelopes and commit dates come out the same."""
-
-    def __init__(self, recorded: list[Event]) -> None:
-        self.recorded = recorded
-
-    def now(self, seq: int) -> str:
-        return str(self.recorded[min(seq, len(self.recorded) - 1)]["ts"])
-
-
-class ReplayLog(Log):
-    """A log that accepts only the record's next line, and writes the record's own bytes."""
-
-    def __init__(self, path: Path, task_id: str, recorded: list[Event]) -> None:
-        super().__init__(path, task_id, RecordedClock(recorded))
-        self.recorded = recorded
-        self.limit: int | None = None  # lines the command being replayed wrote, in all
-
-    @property
-    def expected(self) -> Event | None:
-        seq = len(self.events)
-        return self.recorded[seq] if seq < len(self.recorded) else None
-
-    def write(self, record: dict[str, Any]) -> dict[str, Any]:
-        """Hold the event the orchestrator built to the recorded one, then write that."""
-        expected = self.expected
-        if expected is None:
-            raise RecordEnds
-        if self.limit is not None and len(self.events) >= self.limit:
-            raise CommandEnds
-        if _key(record) != _key(expected):
-            raise Diverged(len(self.events), describe(expected), describe(record))
-        return super().write(expected)
-
-    def copy_expected(self) -> None:
-        """Write the record's next line as it is (a person's `harness resume`)."""
-        expected = self.expected
-        assert expected is not None
-        super().write(expected)
-
-
-class RecordedChecks:
-    """Check results read off the record in the order a step asks for them."""
-
-    def __init__(self, log: ReplayLog, step: str) -> None:
-        self.log, self.step = log, step
-
-    def _copy(self, names: tuple[str, ...], failed: str) -> bool:
-        """Replay the recorded check events of this step at the head of the record."""
-        ok = True
-        while True:
-            expected = self.log.expected
-            if expected is None or expected.get("step") != self.step:
-                return ok
-            if expected["event"] not in names:
-                return ok
-            self.log.copy_expected()
-            ok = ok and expected["event"] != failed
-
-    def build(self, wt: Path, changes: list[Change]) -> bool:
-        return self._copy(("build_succeeded", "build_failed"), "build_failed")
-
-    def test(self, wt: Path, command: str) -> bool:
-        return self._copy(("test_passed", "test_failed"), "test_failed")
-
-    def accept(self, judge: Judge, lenient: bool = False) -> bool:
-        return self._copy(("phase_completed", "acceptance_failed"), "acceptance_failed")
 
 
 @dataclass
@@ -328,7 +224,7 @@ def replay(
     replayed already in this command). Checks re-run (`verify`) inside the boundary unless
     the operator `trusted` the recorded config."""
     replayed = {} if replayed is None else replayed
-    recorded, last_line = _recorded(layout, task_id)
+    recorded, last_line = recorded_log(layout, task_id)
     invoked = [e for e in recorded if e["event"] in ("subagent_invoked", "plan_started")]
     source = repo.Repo(layout.root)
     try:
@@ -338,9 +234,9 @@ def replay(
         inputs = Inputs(layout, source, task_id, recorded, last_line)
     finally:
         source.close()
-    with _scratch(layout.root, base) as root:
+    with scratch_clone(layout.root, base) as root:
         scratch = Layout(root)
-        _seed(layout, scratch, task_id)
+        seed_exchanges(layout, scratch, task_id)
         log = ReplayLog(scratch.log(task_id), task_id, recorded)
         recording = Recording(log, verify, layout, replayed, trusted)
         _run(scratch, task_id, log, inputs, recording)
@@ -354,86 +250,6 @@ def replay(
     commits = list(dict.fromkeys(commits))  # a task nested twice was replayed once
     loosened = recording.loosened.union(*(r.loosened for r in replayed.values()))
     return Result(task_id, base, len(recorded), commits, verify, sorted(loosened))
-
-
-class Inputs:
-    """The plan, config, registry and tokens each recorded line was written with.
-
-    Every command that logs ends in a record commit holding the very bytes it parsed of
-    them, and naming its last line (Harness-Log-Head). So line i was written with the inputs
-    of the oldest record commit naming line i or a later one; lines past the last record
-    commit (a command killed before it recorded) with the files as they are now. A person's
-    edit to the plan between epochs, or a token revoked since, replays as it happened.
-    """
-
-    def __init__(
-        self, layout: Layout, source: repo.Repo, task_id: str, recorded: list[Event], last: str
-    ) -> None:
-        self.task_id, self.recorded = task_id, recorded
-        self.paths = [layout.rel(p) for p in (layout.plan(task_id), layout.config, layout.registry)]
-        self.tokens = layout.rel(layout.tokens)
-        lines = {d: i for i, d in enumerate([*(e["prev"] for e in recorded[1:]), last])}
-        self.commits: list[tuple[int, str]] = []
-        for sha, found in source.task_commits(task_id, source.head(), records=True):
-            at = lines.get(found.get("Harness-Log-Head", ""))
-            if at is not None:
-                self.commits.append((at, sha))
-        self.commits.sort()
-        self.now = {
-            rel: files.read_regular(layout.root / rel, rel, layout.root) for rel in self.all
-        }
-
-    @property
-    def all(self) -> list[str]:
-        return [*self.paths, self.tokens]
-
-    def source(self, seq: int) -> tuple[str | None, int | None]:
-        """The record commit whose inputs line `seq` was written with (None: today's files)
-        and how many lines the log held when that commit was made (None: all)."""
-        at = bisect.bisect_left(self.commits, (seq, ""))
-        if at == len(self.commits):
-            return None, None
-        line, sha = self.commits[at]
-        return sha, line + 1
-
-    def seed(self, scratch: Layout, sha: str | None, seq: int) -> None:
-        """Write the inputs of `sha` into the scratch clone, with the one-shot spends of calls
-        the replay has not applied yet undone (it spends them again as it applies them)."""
-        applied = {
-            str(e["details"].get("call_id"))
-            for e in self.recorded[:seq]
-            if e["event"] == "subagent_diffs_applied"
-        }
-        git = repo.Repo(scratch.root)  # a clone sharing the source's objects
-        try:
-            found = {rel: self.now[rel] if sha is None else git.read(sha, rel) for rel in self.all}
-        finally:
-            git.close()
-        for rel, data in found.items():
-            target = scratch.root / rel
-            if data is None:
-                target.unlink(missing_ok=True)
-                continue
-            if rel == self.tokens:
-                data = _unspent(data, self.task_id, applied)
-            # Replaces whatever the base commit has there (a symlink too), never through it.
-            files.atomic_write(target, data)
-
-
-def _unspent(data: bytes, task_id: str, applied: set[str]) -> bytes:
-    """The token store with this task's spends undone but those of calls in `applied`."""
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return data  # refused with its own line when the task loads it
-    tokens = doc.get("tokens") if isinstance(doc, dict) else None
-    for token in tokens if isinstance(tokens, list) else []:
-        spent = token.get("spent") if isinstance(token, dict) else None
-        if not isinstance(spent, dict) or spent.get("task_id") != task_id:
-            continue
-        if spent.get("call_id") not in applied:
-            del token["spent"]
-    return files.pretty(doc)
 
 
 def _commit_id(value: object) -> str:
@@ -504,54 +320,3 @@ def _step(task: orchestrator.Task, log: ReplayLog) -> bool:
             raise Diverged(len(log.events), describe(expected), f"a halt: {halt}") from None
         log.copy_expected()
         return True
-
-
-def _recorded(layout: Layout, task_id: str) -> tuple[list[Event], str]:
-    """The recorded log, read and chain-checked (a broken chain is refused here), and the
-    hash of its last line."""
-    path = layout.log(task_id)
-    if not layout.plan(task_id).exists():
-        raise InvalidInput(f"ai/tasks/{task_id}/plan.json: file not found")
-    if not path.exists():
-        raise InvalidInput(f"ai/tasks/{task_id}/progress.ndjson: nothing recorded to replay")
-    log = Log(path, task_id, clock.SystemClock())  # read only: no clock is read
-    if not log.events:
-        raise InvalidInput(f"ai/tasks/{task_id}/progress.ndjson: nothing recorded to replay")
-    return log.events, log.head
-
-
-@contextmanager
-def _scratch(source: Path, base: str) -> Iterator[Path]:
-    """A throw-away clone sharing the source's objects, on a branch at `base`."""
-    top = Path(tempfile.mkdtemp(prefix="harness-replay-"))
-    root = top / "repo"
-    try:
-        git = repo.Repo(source)
-        try:
-            git.clone_shared(root)
-        finally:
-            git.close()
-        scratch = repo.Repo(root)
-        try:
-            scratch.checkout_new_branch("harness-replay", base)
-        finally:
-            scratch.close()
-        yield root
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-
-
-def _seed(source: Layout, scratch: Layout, task_id: str) -> None:
-    """Every recorded exchange, and no log or checklist: the replay writes its own. Only
-    regular files are copied, each reached without following a symlink: anything else in
-    the record (a link out of the repository, say) stops the replay."""
-    shutil.rmtree(scratch.exchanges(task_id), ignore_errors=True)
-    for rel, found in files.walk(source.root, source.rel(source.exchanges(task_id))):
-        if isinstance(found, str):
-            raise InvalidInput(f"{rel}: {found}: a record holds only regular files")
-        target = scratch.root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(found)
-    log = scratch.log(task_id)
-    log.unlink(missing_ok=True)
-    scratch.checklist(task_id).unlink(missing_ok=True)

@@ -25,6 +25,10 @@ Medians are printed. Target: harness's call at most 1.30x the bare CLI (the step
 beside it, for what the checks cost). The ratio is reported, never enforced: exit 0 whatever
 it is.
 
+First, without any agent CLI, the start-up of a few commands that do little else (`--version`,
+`status`, `log`, `plan show` on the demo's sample repository): the median wall time of
+STARTUP_RUNS runs each, what any command pays before its work.
+
 Usage: python bench/bench_cli.py [--cli claude|codex|gemini]... [--runs 3]
 """
 
@@ -142,6 +146,31 @@ def harness(root: Path, env: dict[str, str], *args: str) -> Ran:
 def tail(ran: Ran) -> str:
     what = "timed out" if ran.code is None else f"exit {ran.code}"
     return f"{what}: {(ran.stderr.strip() or ran.stdout.strip())[-800:]}"
+
+
+# -- start-up ------------------------------------------------------------------------------------
+
+STARTUP = (("--version",), ("status", "demo"), ("log", "demo"), ("plan", "show", "demo"))
+STARTUP_RUNS = 9
+
+
+def startup(tmp: Path) -> None:
+    """Each STARTUP command's median wall time in the demo's sample repository (made first)."""
+    root = tmp / "startup"
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_CLOCK"}
+    made = run([sys.executable, "-m", "harness.cli", "demo", "--dir", str(root)], tmp, env, 300)
+    if made.code != 0:
+        raise Failed(f"harness demo: {tail(made)}")
+    print(f"start-up (median of {STARTUP_RUNS} runs, the demo's sample repository):")
+    for args in STARTUP:
+        argv = [sys.executable, "-m", "harness.cli", *args]
+        took = []
+        for _ in range(STARTUP_RUNS):
+            ran = run(argv, root, env, HARNESS_TIMEOUT_S)
+            if ran.code != 0:
+                raise Failed(f"harness {' '.join(args)}: {tail(ran)}")
+            took.append(ran.seconds)
+        print(f"  harness {' '.join(args):<16} {statistics.median(took):6.3f} s")
 
 
 # -- through harness ------------------------------------------------------------------------------
@@ -439,6 +468,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be >= 1")
+    with tempfile.TemporaryDirectory(prefix="harness-bench-startup-") as tmp:
+        try:
+            startup(Path(tmp))
+        except (Failed, subprocess.SubprocessError, OSError) as exc:
+            print(f"start-up: FAILED: {exc}", file=sys.stderr)
+            return 1
     if not (CLIS / ".bin").is_dir():
         print("the agent CLIs are not installed (npm ci --prefix tests/clis)", file=sys.stderr)
         return 1

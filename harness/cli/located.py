@@ -1,0 +1,27 @@
+"""What a command works on: the repository, found from --repo or the working directory, and
+the task its arguments name."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from harness.base.errors import InvalidInput
+from harness.repository import repo
+from harness.repository.layout import Layout
+
+_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def repository(args: argparse.Namespace) -> Layout:
+    start = Path(args.repo) if args.repo else Path.cwd()
+    return Layout(repo.find_root(start.resolve()))
+
+
+def task(args: argparse.Namespace) -> tuple[Layout, str]:
+    """The repository, found first, and the task id the command names."""
+    layout = repository(args)
+    if not _TASK_ID.match(args.task_id):
+        raise InvalidInput(f"task id {args.task_id!r}: use letters, digits, '.', '_' and '-'")
+    return layout, args.task_id

@@ -1,0 +1,86 @@
+"""Start-up imports only what the command given uses: the command line's modules are imported
+when their command is dispatched, so `--version`, `status` or `log` never pay for the
+orchestrator, the boundary's proxy or the readers they do not run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+
+from .conftest import Sample, subtask
+
+# Imports `harness.cli.main`, runs it on the arguments given, and prints its exit code and
+# the modules then loaded as JSON on stderr's last line (stdout is the command's own).
+PROBE = """
+import io, contextlib, sys, orjson
+from harness.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        code = main.main(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code
+print(orjson.dumps([code, sorted(sys.modules)]).decode(), file=sys.stderr)
+"""
+
+# What no reading command imports: the step's engine, the boundary's network, the other
+# readers, the live board.
+NEVER_FOR_READING = {
+    "harness.step.orchestrator",
+    "harness.step.live",
+    "harness.boundary.proxy",
+    "harness.readers.replay",
+    "harness.readers.report",
+    "harness.readers.attest",
+    "harness.importers.glee",
+    "harness.importers.agentfile",
+}
+
+
+def loaded(*args: str) -> set[str]:
+    """The modules loaded once `harness *args` is done; it must have exited 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True
+    )
+    code, modules = orjson.loads(done.stderr.splitlines()[-1])
+    assert code == 0, done.stderr
+    return set(modules)
+
+
+def commands(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.startswith("harness.cli.commands.")}
+
+
+def test_version_imports_no_command_and_nothing_below_the_base() -> None:
+    modules = loaded("--version")
+    assert {m for m in modules if m.startswith("harness")} <= {
+        "harness",
+        "harness.base",
+        "harness.base.errors",
+        "harness.base.printable",
+        "harness.cli",
+        "harness.cli.main",
+    }
+    assert not {"git", "jsonschema", "fastjsonschema", "yaml"} & modules
+
+
+def test_help_of_a_command_imports_its_choices_only() -> None:
+    modules = loaded("log", "--help")
+    assert "harness.readers.logview" in modules
+    assert not commands(modules)
+    assert not (NEVER_FOR_READING | {"harness.importers.personas", "git"}) & modules
+
+
+def test_status_imports_its_own_command_alone(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    modules = loaded("status", "demo", "--repo", str(sample.root))
+    assert commands(modules) == {"harness.cli.commands.status"}
+    assert not NEVER_FOR_READING & modules
+
+
+def test_log_imports_its_own_command_alone(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    modules = loaded("log", "demo", "--repo", str(sample.root))
+    assert commands(modules) == {"harness.cli.commands.log"}
+    assert not (NEVER_FOR_READING | {"harness.boundary.sandbox"}) & modules

@@ -7,9 +7,8 @@ script, and is the same bytes for the same record (no wall clock, everything sor
 
 from __future__ import annotations
 
-import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,43 +19,27 @@ from harness.base import clock, files, metrics
 from harness.base.errors import InvalidInput
 from harness.readers.audit import Report as Audit
 from harness.readers.audit import audit
+from harness.readers.markup import (
+    CSP,
+    STYLE,
+    diff,
+    duration,
+    epoch_seconds,
+    esc,
+    figure,
+    pre,
+    table,
+    total_cost,
+)
 from harness.record import exchanges, progress, protocol
 from harness.repository.layout import Layout
 from harness.spec import plan as plan_mod
 
 Event = dict[str, Any]
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'"
 # A call_id from the log becomes a path: only a real one may (no ../ from a forged log).
 _CALL_ID = re.compile(r"^[0-9a-f]{64}$")
 METRICS = ("cost_usd", "tokens", "turns")
-
-STYLE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1em 2em;
-color:#1b1f24;background:#fff}
-h1{font-size:1.6em;margin:.2em 0}h2{font-size:1.25em;margin:1.4em 0 .4em}
-h3{font-size:1.1em;margin:1em 0 .3em}h4{font-size:1em;margin:1em 0 .3em}
-h5{font-size:.95em;margin:.8em 0 .2em}
-table{border-collapse:collapse;width:100%;margin:.4em 0}
-th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:left;vertical-align:top}
-th{background:#f6f8fa}
-code,pre{font:12px/1.4 ui-monospace,monospace}
-pre{background:#f6f8fa;border:1px solid #d0d7de;padding:6px;overflow-x:auto;
-white-space:pre-wrap;word-break:break-all;margin:.3em 0}
-.audit{border:2px solid;border-radius:6px;padding:.5em 1em;margin:1em 0}
-.audit.clean{border-color:#1a7f37;background:#dafbe1}
-.audit.findings{border-color:#cf222e;background:#ffebe9}
-.blocked{color:#cf222e;font-weight:bold}.error{color:#cf222e}
-.status-done,.outcome-completed{color:#1a7f37}
-.status-failed,.status-blocked,.outcome-failed{color:#cf222e}
-.status-running,.status-pending,.outcome-in{color:#9a6700}
-.track{position:relative;background:#eaeef2;height:12px;min-width:200px}
-.bar{position:absolute;top:0;height:12px;background:#0969da}
-.subtask{border-top:1px solid #d0d7de;margin-top:1.5em}
-.add{color:#1a7f37}.del{color:#cf222e}.hunk{color:#8250df}
-details{margin:.3em 0}summary{cursor:pointer}
-dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dd{margin:0}
-"""
 
 
 def render(layout: Layout, task_id: str) -> bytes:
@@ -73,19 +56,19 @@ def render(layout: Layout, task_id: str) -> bytes:
         _metrics(layout, task_id, _call_id(att.events)) for s in subtasks for att in attempts[s.id]
     ]
     body = [
-        f"<h1>Task {_e(task_id)}</h1>",
+        f"<h1>Task {esc(task_id)}</h1>",
         _audit(verdict),
         _summary(layout, task_id, plan, events, model, used),
         _timeline(subtasks, events, model),
         "<h2>Subtasks</h2>",
         *(_subtask(layout, task_id, sub, model) for sub in subtasks),
-        f"<footer><p>harness {_e(__version__)}</p></footer>",
+        f"<footer><p>harness {esc(__version__)}</p></footer>",
     ]
     page = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>harness report: {_e(task_id)}</title>\n<style>{STYLE}</style>\n</head>\n"
+        f"<title>harness report: {esc(task_id)}</title>\n<style>{STYLE}</style>\n</head>\n"
         "<body>\n" + "\n".join(body) + "\n</body>\n</html>\n"
     )
     # A lone surrogate from a damaged record must not stop the page from being written.
@@ -143,73 +126,6 @@ def _metrics(layout: Layout, task_id: str, call_id: str | None) -> dict[str, flo
     return metrics.figures(_result(layout.exchange(task_id, call_id), layout.root).get("metrics"))
 
 
-# -- formatting ----------------------------------------------------------------------------
-
-
-def _e(value: object) -> str:
-    """Escaped text: quotes too, so it is safe inside attributes as well."""
-    return "-" if value is None else html.escape(str(value), quote=True)
-
-
-def _duration(seconds: float) -> str:
-    whole = int(seconds)
-    if whole < 60:
-        return f"{seconds:g} s"
-    minutes, secs = divmod(whole, 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} m {secs} s" if hours else f"{minutes} m {secs} s"
-
-
-def _seconds(ts: str) -> float:
-    return clock.parse(ts).timestamp()
-
-
-def _number(value: float) -> str:
-    return f"{value:g}"
-
-
-def _cost(value: float) -> str:
-    return f"${value:.4f}"
-
-
-def _total_cost(known: float, unknown: int) -> str:
-    """The cost reported, and that it is only part of it while some calls reported none."""
-    if not unknown:
-        return _cost(known)
-    return f"{_cost(known)} (partial: {unknown} call(s) reported no cost)"
-
-
-def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """A table of already-escaped cells."""
-    out = ["<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>"]
-    out.append("<tbody>")
-    out += ["<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows]
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
-def _pre(text: str, cls: str = "") -> str:
-    attr = f' class="{cls}"' if cls else ""
-    return f"<pre{attr}>{_e(text)}</pre>"
-
-
-def _diff(text: str) -> str:
-    """A patch as text, each line coloured by its kind; every line escaped."""
-    lines = []
-    for line in text.splitlines():
-        kind = (
-            "hunk"
-            if line.startswith("@@")
-            else "add"
-            if line.startswith("+") and not line.startswith("+++")
-            else "del"
-            if line.startswith("-") and not line.startswith("---")
-            else ""
-        )
-        lines.append(f'<span class="{kind}">{_e(line)}</span>' if kind else _e(line))
-    return '<pre class="diff">' + "\n".join(lines) + "</pre>"
-
-
 # -- sections ------------------------------------------------------------------------------
 
 
@@ -220,7 +136,7 @@ def _audit(verdict: Audit) -> str:
             f"<p>{verdict.events} events checked; no findings.</p></section>"
         )
     items = "".join(
-        f"<li>seq {_e(f.seq)}: {_e(f.reason)}</li>"
+        f"<li>seq {esc(f.seq)}: {esc(f.reason)}</li>"
         for f in sorted(verdict.findings, key=lambda f: (f.seq is None, f.seq or 0, f.reason))
     )
     return (
@@ -244,13 +160,13 @@ def _summary(
         ("Subtasks done", f"{done}/{len(plan.subtasks)}"),
         ("Task", "complete" if complete else "not complete"),
         ("Events", str(len(events))),
-        ("Total cost", _total_cost(*exchanges.total_cost(layout.exchanges(task_id), layout.root))),
-        ("Tokens used", _number(sum(m.get("tokens", 0.0) for m in used))),
-        ("Turns", _number(sum(m.get("turns", 0.0) for m in used))),
-        ("Plan created", _e(plan.created)),
+        ("Total cost", total_cost(*exchanges.total_cost(layout.exchanges(task_id), layout.root))),
+        ("Tokens used", figure(sum(m.get("tokens", 0.0) for m in used))),
+        ("Turns", figure(sum(m.get("turns", 0.0) for m in used))),
+        ("Plan created", esc(plan.created)),
     ]
     if events:
-        rows.append(("Log", f"{_e(events[0]['ts'])} to {_e(events[-1]['ts'])}"))
+        rows.append(("Log", f"{esc(events[0]['ts'])} to {esc(events[-1]['ts'])}"))
     bare = model.uncontained
     rows.append(
         ("Contained", "yes" if not bare else f"NO: {bare} event(s) ran with the sandbox off")
@@ -262,8 +178,8 @@ def _summary(
     if block is not None:
         where = block.get("step") or "the task's end"  # no step: failures that went on
         out.append(
-            f'<p class="blocked" id="blocker">Blocked at {_e(where)}: '
-            f"{_e(block.get('error', 'see the log'))}</p>"
+            f'<p class="blocked" id="blocker">Blocked at {esc(where)}: '
+            f"{esc(block.get('error', 'see the log'))}</p>"
         )
     out.append("</section>")
     return "".join(out)
@@ -275,15 +191,15 @@ def _timeline(
     model: protocol.Model,
 ) -> str:
     """Per subtask: attempts, status, first and last logged instant, as bars on one scale."""
-    t0 = _seconds(events[0]["ts"]) if events else 0.0
-    span = max((_seconds(events[-1]["ts"]) - t0) if events else 0.0, 1.0)
+    t0 = epoch_seconds(events[0]["ts"]) if events else 0.0
+    span = max((epoch_seconds(events[-1]["ts"]) - t0) if events else 0.0, 1.0)
     rows = []
     for sub in subtasks:
         mine = [ev for ev in events if ev.get("step") == sub.id]
         status = model.status(sub.id)
-        cells = [_e(sub.id), str(len(model.attempts(sub.id))), _status(status)]
+        cells = [esc(sub.id), str(len(model.attempts(sub.id))), _status(status)]
         if mine:
-            start, end = _seconds(mine[0]["ts"]), _seconds(mine[-1]["ts"])
+            start, end = epoch_seconds(mine[0]["ts"]), epoch_seconds(mine[-1]["ts"])
             # A forged log may run backwards: keep the bar inside its track.
             left = min(max((start - t0) / span * 100, 0.0), 99.5)
             width = max((end - start) / span * 100, 0.5)
@@ -291,16 +207,16 @@ def _timeline(
                 f'<div class="track"><div class="bar" '
                 f'style="left:{left:.2f}%;width:{min(width, 100 - left):.2f}%"></div></div>'
             )
-            cells += [_e(mine[0]["ts"]), _e(mine[-1]["ts"]), _duration(end - start), bar]
+            cells += [esc(mine[0]["ts"]), esc(mine[-1]["ts"]), duration(end - start), bar]
         else:
             cells += ["-", "-", "-", '<div class="track"></div>']
         rows.append(cells)
     head = ["Subtask", "Attempts", "Status", "Start", "End", "Duration", "Timeline"]
-    return f'<section id="timeline"><h2>Timeline</h2>{_table(head, rows)}</section>'
+    return f'<section id="timeline"><h2>Timeline</h2>{table(head, rows)}</section>'
 
 
 def _status(status: str) -> str:
-    return f'<span class="status-{_e(status)}">{_e(status)}</span>'
+    return f'<span class="status-{esc(status)}">{esc(status)}</span>'
 
 
 def _subtask(
@@ -309,25 +225,25 @@ def _subtask(
     sub: plan_mod.Subtask,
     model: protocol.Model,
 ) -> str:
-    sid = _e(sub.id)
+    sid = esc(sub.id)
     status = model.status(sub.id)
     completed = model.done.get(sub.id)
     commit = None if completed is None else completed.commit
     attempts = model.attempts(sub.id)
     facts = [
-        ("Role", _e(sub.role)),
-        ("Goal", _e(sub.goal)),
+        ("Role", esc(sub.role)),
+        ("Goal", esc(sub.goal)),
         ("Status", _status(status)),
-        ("Commit", f"<code>{_e(commit)}</code>"),
-        ("Inputs", _e(", ".join(sub.inputs)) or "-"),
-        ("Write scope", _e(", ".join(sub.write_scope)) or "-"),
-        ("Acceptance", _e("; ".join(sub.acceptance)) or "-"),
+        ("Commit", f"<code>{esc(commit)}</code>"),
+        ("Inputs", esc(", ".join(sub.inputs)) or "-"),
+        ("Write scope", esc(", ".join(sub.write_scope)) or "-"),
+        ("Acceptance", esc("; ".join(sub.acceptance)) or "-"),
     ]
     if sub.depends_on:
-        facts.append(("Depends on", _e(", ".join(sub.depends_on))))
+        facts.append(("Depends on", esc(", ".join(sub.depends_on))))
     out = [
         f'<section class="subtask" id="subtask-{sid}" data-subtask="{sid}">',
-        f"<h3>{sid}: {_e(sub.goal)}</h3><dl>",
+        f"<h3>{sid}: {esc(sub.goal)}</h3><dl>",
         *(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts),
         "</dl>",
     ]
@@ -344,17 +260,17 @@ def _attempt(layout: Layout, task_id: str, att: protocol.Attempt) -> str:
     outcome, error = att.outcome()
     kind = outcome.split(" ", 1)[0]
     facts = [
-        ("Call", f"<code>{_e(_detail(invoked, 'call_id'))}</code>"),
-        ("Agent", _e(_detail(invoked, "subagent"))),
-        ("Base", f"<code>{_e(_detail(invoked, 'base'))}</code>"),
-        ("Write token", _e(_detail(invoked, "token"))),
-        ("Outcome", f'<span class="outcome-{_e(kind)}">{_e(outcome)}</span>'),
+        ("Call", f"<code>{esc(_detail(invoked, 'call_id'))}</code>"),
+        ("Agent", esc(_detail(invoked, "subagent"))),
+        ("Base", f"<code>{esc(_detail(invoked, 'base'))}</code>"),
+        ("Write token", esc(_detail(invoked, "token"))),
+        ("Outcome", f'<span class="outcome-{esc(kind)}">{esc(outcome)}</span>'),
     ]
     if error is not None:
-        facts.append(("Error", f'<span class="error">{_e(error)}</span>'))
+        facts.append(("Error", f'<span class="error">{esc(error)}</span>'))
     metrics = _metrics(layout, task_id, call_id)
     facts.append(
-        ("Metrics", _e(", ".join(f"{k} {_number(metrics[k])}" for k in METRICS if k in metrics)))
+        ("Metrics", esc(", ".join(f"{k} {figure(metrics[k])}" for k in METRICS if k in metrics)))
     )
     out = [
         f'<div class="attempt" data-attempt="{att.number}">',
@@ -375,27 +291,27 @@ def _exchange(folder: Path, root: Path) -> str:
     try:
         found = exchanges.load(folder, root)
     except InvalidInput as exc:
-        return f'<p class="error">Exchange damaged: {_e(exc)}</p>'
+        return f'<p class="error">Exchange damaged: {esc(exc)}</p>'
     if found is None:
         return "<p>No exchange recorded for this call.</p>"
     out = []
     outcome = found.meta["outcome"]
     if outcome.get("message"):
         out.append(
-            f'<p class="error">Worker error ({_e(outcome.get("kind"))}): '
-            f"{_e(outcome['message'])}</p>"
+            f'<p class="error">Worker error ({esc(outcome.get("kind"))}): '
+            f"{esc(outcome['message'])}</p>"
         )
     result = _result(folder, root)
     for key, label in (("notes", "Notes"), ("risks", "Risks")):
         items = result.get(key)
         if isinstance(items, list) and items:
-            listed = "".join(f"<li>{_e(i)}</li>" for i in items)
+            listed = "".join(f"<li>{esc(i)}</li>" for i in items)
             out.append(f"<h5>{label}</h5><ul>{listed}</ul>")
     patches = sorted(n for n in found.contents if re.fullmatch(r"patches/[^/]+\.patch", n))
     for name in patches:
         out.append(
-            f"<details open><summary>Diff {_e(name.removeprefix('patches/'))}</summary>"
-            f"{_diff(found.contents[name].decode('utf-8', 'replace'))}</details>"
+            f"<details open><summary>Diff {esc(name.removeprefix('patches/'))}</summary>"
+            f"{diff(found.contents[name].decode('utf-8', 'replace'))}</details>"
         )
     if not patches:
         out.append("<p>No diffs.</p>")
@@ -404,13 +320,13 @@ def _exchange(folder: Path, root: Path) -> str:
     if found.refused:
         out.append(
             '<p class="error">Network refused (the call\'s proxy): '
-            f"{_e(', '.join(found.refused))}</p>"
+            f"{esc(', '.join(found.refused))}</p>"
         )
     stderr = found.contents.get("stderr.log", b"")
     if stderr:
         out.append(
             "<details><summary>Worker stderr</summary>"
-            f"{_pre(stderr.decode('utf-8', 'replace'))}</details>"
+            f"{pre(stderr.decode('utf-8', 'replace'))}</details>"
         )
     return "\n".join(out)
 
@@ -426,48 +342,48 @@ def _checks(evidence: dict[str, bytes]) -> str:
         except orjson.JSONDecodeError:
             doc = None
         if not isinstance(doc, dict):
-            rows.append([_e(name), "unreadable", "-", "-", "-"])
+            rows.append([esc(name), "unreadable", "-", "-", "-"])
             continue
         runs = doc.get("runs")
         listed = runs if isinstance(runs, list) else []
         shown = "".join(_run(i, run) for i, run in enumerate(listed, start=1))
         rows.append(
             [
-                _e(doc.get("check", name)),
-                f"<code>{_e(doc.get('command'))}</code>",
-                _e(doc.get("exit_codes")),
-                _e(doc.get("network")),
+                esc(doc.get("check", name)),
+                f"<code>{esc(doc.get('command'))}</code>",
+                esc(doc.get("exit_codes")),
+                esc(doc.get("network")),
                 shown or "-",
             ]
         )
-    return "<h5>Checks</h5>" + _table(["Check", "Command", "Exit codes", "Network", "Runs"], rows)
+    return "<h5>Checks</h5>" + table(["Check", "Command", "Exit codes", "Network", "Runs"], rows)
 
 
 def _run(number: int, run: object) -> str:
     if not isinstance(run, dict):
         return f"<div>run {number}: unreadable</div>"
     flags = [k for k in ("timed_out", "leaked") if run.get(k)]
-    head = f"run {number}: exit {_e(run.get('exit_code'))}" + (
-        f", {_e(', '.join(flags))}" if flags else ""
+    head = f"run {number}: exit {esc(run.get('exit_code'))}" + (
+        f", {esc(', '.join(flags))}" if flags else ""
     )
     tail = run.get("tail")
-    return f"<div>{head}{_pre(str(tail), 'tail') if tail else ''}</div>"
+    return f"<div>{head}{pre(str(tail), 'tail') if tail else ''}</div>"
 
 
 def _log_table(events: Sequence[Event]) -> str:
     rows = [
         [
-            _e(ev["seq"]),
-            _e(ev["ts"]),
-            _e(ev["event"]),
-            _e(ev["status"]),
-            _e(ev.get("error", "")),
-            f"<code>{_e(files.dumps(ev['details']).decode())}</code>" if ev.get("details") else "",
+            esc(ev["seq"]),
+            esc(ev["ts"]),
+            esc(ev["event"]),
+            esc(ev["status"]),
+            esc(ev.get("error", "")),
+            f"<code>{esc(files.dumps(ev['details']).decode())}</code>" if ev.get("details") else "",
         ]
         for ev in events
     ]
     return (
         f"<details><summary>Log ({len(rows)} events)</summary>"
-        + _table(["Seq", "Time", "Event", "Status", "Error", "Details"], rows)
+        + table(["Seq", "Time", "Event", "Status", "Error", "Details"], rows)
         + "</details>"
     )

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from harness.workers import codex, gemini, shim
+from harness.workers import codex, codex_events, gemini, shim
 from tests.conftest import Sample, subtask
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -304,18 +304,18 @@ def _kind(fn: Any, *args: Any) -> str | None:
 )
 def test_codex_classifies_failed_turns(message: str, kind: str) -> None:
     events = [{"type": "turn.failed", "error": {"message": message}}]
-    assert _kind(codex.check, _ran(1), events) == kind
+    assert _kind(codex_events.check, _ran(1), events) == kind
 
 
 def test_codex_exit_without_events_is_hard_with_the_stderr_tail() -> None:
     with pytest.raises(shim.ShimError) as caught:
-        codex.check(_ran(1, stderr=b"boom: config.toml is broken\n"), [])
+        codex_events.check(_ran(1, stderr=b"boom: config.toml is broken\n"), [])
     assert caught.value.kind == "hard" and "config.toml is broken" in str(caught.value)
 
 
 def test_codex_reconnect_notices_do_not_fail_a_good_run() -> None:
     events = [{"type": "error", "message": "Reconnecting... 1/5 (stream disconnected)"}]
-    assert _kind(codex.check, _ran(0), events) is None
+    assert _kind(codex_events.check, _ran(0), events) is None
 
 
 def test_codex_answer_folds_metrics_and_drops_nulls() -> None:
@@ -328,7 +328,7 @@ def test_codex_answer_folds_metrics_and_drops_nulls() -> None:
             "artifacts": [{"name": "a.txt", "type": None, "content": "x"}],
         }
     ).decode()
-    answer = codex.answer_of(text)
+    answer = codex_events.answer_of(text)
     assert answer["plan"] == [{"step": "s"}]
     assert answer["metrics"] == {"coverage_delta": 0.5}
     assert answer["artifacts"] == [{"name": "a.txt", "content": "x"}]
@@ -404,7 +404,7 @@ def _codex_failed(message: str) -> list[dict[str, Any]]:
 )  # fmt: skip
 def test_codex_failures_are_classed_as_the_real_cli_words_them(message: str, kind: str) -> None:
     with pytest.raises(shim.ShimError) as raised:
-        codex.check(_ran(1), _codex_failed(message))
+        codex_events.check(_ran(1), _codex_failed(message))
     assert raised.value.kind == kind
 
 
@@ -412,9 +412,9 @@ def test_a_codex_file_change_that_failed_is_a_lost_edit() -> None:
     """codex exits 0 with its final message though its edit failed: retryable, never ok."""
     item = {"type": "file_change", "status": "failed", "changes": [{"path": "src/a.py"}]}
     with pytest.raises(shim.ShimError, match=r"edit of src/a.py ended failed") as raised:
-        codex.check_edits([{"type": "item.completed", "item": item}])
+        codex_events.check_edits([{"type": "item.completed", "item": item}])
     assert raised.value.kind == "retryable"
-    codex.check_edits([{"type": "item.completed", "item": item | {"status": "completed"}}])
+    codex_events.check_edits([{"type": "item.completed", "item": item | {"status": "completed"}}])
 
 
 def test_codex_is_pointed_by_the_environment_with_its_own_retries_capped() -> None:
@@ -547,11 +547,13 @@ def test_a_gemini_edit_whose_result_is_an_error_is_a_lost_edit(
     assert "gemini's edit of" in error and "0 occurrences found" in error
 
 
-@pytest.mark.parametrize("kind", sorted(codex.FORBIDDEN_ITEMS))
+@pytest.mark.parametrize("kind", sorted(codex_events.FORBIDDEN_ITEMS))
 def test_codex_using_a_tool_no_role_may_refuses_the_answer(kind: str) -> None:
     """codex still offers its subagents whatever its features say: one used is caught."""
     events = [{"type": "item.started", "item": {"id": "i1", "type": kind}}]
     with pytest.raises(shim.ShimError, match="which no role may") as raised:
-        codex.check_tools(events)
+        codex_events.check_tools(events)
     assert raised.value.kind == "hard"
-    codex.check_tools([{"type": "item.completed", "item": {"type": "file_change"}}])  # its twin
+    codex_events.check_tools(
+        [{"type": "item.completed", "item": {"type": "file_change"}}]
+    )  # its twin

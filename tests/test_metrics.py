@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from harness.base import metrics, schemas
 from harness.boundary import worker
-from harness.workers import claude, codex, gemini
+from harness.workers import claude, codex_events, gemini
 
 from .builders import FAST
 
@@ -211,7 +211,7 @@ def test_a_shim_takes_spending_from_its_cli_alone() -> None:
             id="claude-honest",
         ),
         pytest.param(
-            codex._metrics(
+            codex_events.event_metrics(
                 [
                     {"type": "turn.completed", "usage": {"input_tokens": 100, "output_tokens": 20}},
                     {"type": "turn.completed", "usage": {"input_tokens": -90, "output_tokens": 1}},
@@ -221,7 +221,7 @@ def test_a_shim_takes_spending_from_its_cli_alone() -> None:
             id="codex-negative-turn",
         ),
         pytest.param(
-            codex._metrics(
+            codex_events.event_metrics(
                 [{"type": "turn.completed", "usage": {"input_tokens": 100, "output_tokens": 20}}]
             ),
             {"tokens": 120},

@@ -11,13 +11,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import fastjsonschema
 import orjson
 
 from harness.base import files, schemas
 from harness.base.clock import Clock
 from harness.base.errors import Halted, InvalidInput
-from harness.record import protocol
+from harness.record import event_schema, protocol
 from harness.record.ledger import Ledger
 
 GENESIS = "0" * 64
@@ -218,7 +217,7 @@ def read(
     InvalidInput naming `strict` (the log's label) and the line number. One line at a time:
     nothing is kept but what the model keeps."""
     loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
-    validate, invalid = schemas.fast_validator("progress-event"), fastjsonschema.JsonSchemaException
+    valid = event_schema.checker()
     prev, expected = GENESIS, 0
     for index, chunk in enumerate(lines):
         raw = chunk[:-1] if chunk.endswith(b"\n") else chunk
@@ -227,17 +226,17 @@ def read(
             line.add("line", "the last line has no newline: an interrupted write")
         try:
             event = loads(raw)
-            validate(event)
         except orjson.JSONDecodeError:
             line.add("line", "not JSON")
-        except invalid:
-            line.add("line", partial(_schema_problem, event))
         else:
-            line.event = event
-            _check(line, event, task_id, prev, expected, dumps(event, option=sort))
-            if model is not None:
-                line.problems += model.feed(index, event)
-            expected = event["seq"]  # resynchronised, so that one gap is one problem
+            if not valid(event):
+                line.add("line", partial(_schema_problem, event))
+            else:
+                line.event = event
+                _check(line, event, task_id, prev, expected, dumps(event, option=sort))
+                if model is not None:
+                    line.problems += model.feed(index, event)
+                expected = event["seq"]  # resynchronised, so that one gap is one problem
         prev, expected = line.digest, expected + 1
         if strict is not None and line.problems:
             first = line.problems[0]

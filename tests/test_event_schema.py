@@ -1,0 +1,126 @@
+"""The hand-written progress-event check gives the schema's verdict (issue 24, item 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fastjsonschema
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.base import schemas
+from harness.record.event_schema import checker
+
+DEFS = schemas.document("common")["$defs"]
+PROPS = schemas.document("progress-event")["properties"]
+PATTERNED = ("prev", "ts", "task_id", "step")
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=6,
+)
+
+
+def pattern(name: str) -> st.SearchStrategy[str]:
+    return st.from_regex(DEFS[name]["pattern"].rstrip("$") + r"\Z")
+
+
+GOOD: dict[str, st.SearchStrategy[Any]] = {
+    "seq": st.integers(min_value=0, max_value=2**70)
+    | st.floats(0, 1e6).map(lambda f: float(int(f))),
+    "prev": pattern("sha256"),
+    "ts": pattern("timestamp"),
+    "task_id": pattern("id"),
+    "step": pattern("id"),
+    "event": st.sampled_from(PROPS["event"]["enum"]),
+    "status": st.sampled_from(PROPS["status"]["enum"]),
+    "agent": st.text(min_size=1, max_size=3),
+    "phase": st.text(max_size=3),
+    "error": st.text(max_size=3),
+    "details": st.dictionaries(st.text(max_size=4), json_values, max_size=3),
+}
+
+
+def bad(key: str) -> st.SearchStrategy[Any]:
+    """Values near the edge of what `key` takes, and any JSON value."""
+    near: st.SearchStrategy[Any] = st.text(max_size=6)
+    if key in PATTERNED:
+        good = GOOD[key]
+        near = near | good.map(lambda s: s + "\n") | good.map(lambda s: s + "x")
+        near = near | good.map(lambda s: s[1:])
+    elif key == "seq":
+        near = st.integers(max_value=-1) | st.floats(allow_nan=False) | st.booleans()
+    elif key in ("event", "status"):
+        near = near | st.sampled_from(PROPS[key]["enum"]).map(str.upper)
+    elif key == "agent":
+        near = st.just("")
+    return near | json_values
+
+
+@st.composite
+def events(draw: st.DrawFn) -> Any:
+    """Mostly valid events, each bent in up to three places: a field dropped, given a
+    value near what it takes or any JSON value, or a key the schema does not know; now and
+    then not an object at all."""
+    if draw(st.integers(0, 19)) == 0:
+        return draw(json_values)
+    required = schemas.document("progress-event")["required"]
+    event: dict[str, Any] = {
+        key: draw(values) for key, values in GOOD.items() if key in required or draw(st.booleans())
+    }
+    for _ in range(draw(st.integers(0, 3))):
+        key = draw(st.sampled_from([*GOOD, "other"]))
+        how = draw(st.integers(0, 2))
+        if key == "other":
+            event[draw(st.text(max_size=6))] = draw(json_values)
+        elif how == 0:
+            event.pop(key, None)
+        else:
+            event[key] = draw(bad(key))
+    return event
+
+
+def compiled(event: Any) -> bool:
+    try:
+        schemas.fast_validator("progress-event")(event)
+    except fastjsonschema.JsonSchemaException:
+        return False
+    return True
+
+
+def ends_in_newline(event: Any) -> bool:
+    """The one case the verdicts differ: jsonschema's `$` takes a final newline."""
+    return isinstance(event, dict) and any(
+        isinstance(event.get(key), str) and event[key].endswith("\n") for key in PATTERNED
+    )
+
+
+@settings(max_examples=1000, deadline=None)
+@given(events())
+def test_the_hand_check_gives_the_schemas_verdict(event: Any) -> None:
+    verdict = checker()(event)
+    assert verdict == compiled(event)
+    if not ends_in_newline(event):
+        assert verdict == (schemas.problem("progress-event", event) is None)
+
+
+def test_a_final_newline_is_refused_as_the_compiled_schema_refuses_it() -> None:
+    event = {
+        "agent": "harness",
+        "event": "task_started",
+        "prev": "0" * 64,
+        "seq": 0,
+        "status": "ok",
+        "task_id": "demo",
+        "ts": "2026-01-01T00:00:00Z",
+    }
+    assert checker()(event) and compiled(event)
+    for key in PATTERNED:
+        bent = {**event, key: event.get(key, "T1") + "\n"}
+        assert not checker()(bent) and not compiled(bent)
+        assert schemas.problem("progress-event", bent) is None

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import types
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +223,114 @@ def box(tmp_path: Path) -> sandbox.Box:
     work.mkdir()
     home.mkdir()
     return sandbox.Box(work, home, hide=(tmp_path,))
+
+
+# -- the e2e marker ----------------------------------------------------------------------------
+#
+# `pytest -m "not e2e"` is the developer's fast loop: it leaves out every test that starts the
+# real harness CLI, an agent CLI (real or fake), bwrap or a worker process. The marker is set
+# here from what a test uses, so a new test is placed without anyone remembering to mark it:
+# the fixtures below, or in its code, a fixture's or a helper's of the tests it calls, a name
+# below or a module below as a string (`python -m` it). The rest mark themselves: a module
+# that is end to end throughout with `pytestmark`, a test with `@pytest.mark.e2e`; the guard
+# further down fails a test that should have.
+E2E_FIXTURES = frozenset({"sample", "box"})
+E2E_NAMES = frozenset({"cli", "demo_cli", "completed_demo"})
+E2E_MODULES = ("harness.cli", "harness.workers.")
+
+
+def _names(code: types.CodeType) -> Iterator[str]:
+    """The global and attribute names of `code` and its nested code (comprehensions, lambdas,
+    inner functions); a string constant naming one of E2E_MODULES counts as the name `cli`."""
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, str) and const.startswith(E2E_MODULES):
+            yield "cli"
+        elif isinstance(const, types.CodeType):
+            yield from _names(const)
+
+
+def _uses_the_cli(func: Callable[..., Any], seen: set[int]) -> bool:
+    """Whether `func`, or a function of the tests it names (followed from module to module),
+    names the CLI."""
+    code = getattr(func, "__code__", None)
+    if code is None or id(code) in seen:
+        return False
+    seen.add(id(code))
+    scope = getattr(func, "__globals__", {})
+    for name in _names(code):
+        if name in E2E_NAMES:
+            return True
+        helper = scope.get(name)
+        if (
+            isinstance(helper, types.FunctionType)
+            and helper.__module__.startswith("tests")
+            and _uses_the_cli(helper, seen)
+        ):
+            return True
+    return False
+
+
+def _is_e2e(item: pytest.Function) -> bool:
+    """Whether the test, or a fixture it uses, uses an e2e fixture or names the CLI."""
+    if E2E_FIXTURES & set(item.fixturenames):
+        return True
+    seen: set[int] = set()
+    fixtures = item._fixtureinfo.name2fixturedefs.values()
+    funcs = [item.function, *(defs[-1].func for defs in fixtures if defs)]
+    return any(_uses_the_cli(getattr(f, "__func__", f), seen) for f in funcs)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        marked = item.get_closest_marker("e2e") is not None
+        if isinstance(item, pytest.Function) and not marked and _is_e2e(item):
+            item.add_marker(pytest.mark.e2e)
+
+
+# What a test not marked e2e must not start: the harness CLI or a worker module, bwrap, an
+# agent CLI (the real one or a fake: a stand-in the test wrote in its own folder is fine) or
+# a launcher (named `*-cli`).
+_AGENT_CLIS = frozenset({"claude", "codex", "gemini"})
+
+
+def _e2e_program(args: Any, env: Mapping[str, str] | None, own: Path) -> str | None:
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+    words = [os.fsdecode(word) for word in argv]
+    path = (env or os.environ).get("PATH")
+    for word in words:
+        base = os.path.basename(word)
+        if word.startswith(E2E_MODULES) or base == "bwrap" or base.endswith("-cli"):
+            return " ".join(words)
+        if base in _AGENT_CLIS:
+            found = shutil.which(word, path=path)
+            if found is None or not Path(found).resolve().is_relative_to(own):
+                return " ".join(words)
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_stay_in_process(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[None]:
+    """Fails a test outside the e2e marker that started what only an e2e test may: the fast
+    loop would otherwise grow slow unseen. The process still runs; the test fails after."""
+    if request.node.get_closest_marker("e2e"):
+        yield
+        return
+    started: list[str] = []
+    real = subprocess.Popen.__init__
+    own = tmp_path_factory.getbasetemp().resolve()
+
+    def watched(self: subprocess.Popen[Any], args: Any, *rest: Any, **kw: Any) -> None:
+        program = _e2e_program(args, kw.get("env"), own)
+        if program is not None:
+            started.append(program)
+        real(self, args, *rest, **kw)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", watched)
+    yield
+    if started:
+        pytest.fail(f"not marked e2e but started {started[0]!r}", pytrace=False)

@@ -277,6 +277,7 @@ def test_invalid_envelope_is_one_hard_error_line() -> None:
     assert line["agent_id"] == "claude"
 
 
+@pytest.mark.e2e
 def test_version_names_the_cli(log: Path) -> None:
     env = {**os.environ, "PATH": f"{FAKES}:{os.environ['PATH']}", "HARNESS_PYTHON": sys.executable}
     done = subprocess.run(

@@ -35,6 +35,8 @@ import pytest
 
 from .conftest import CLOCK, Sample, calc_patch, new_file_patch, ok, scripted, subtask
 
+pytestmark = pytest.mark.e2e
+
 PY = shlex.quote(sys.executable)
 EVIL = "tests/test_evil.py"
 # Plugins off: the sample has no pytest config, and autoloading them costs seconds per run.

@@ -443,6 +443,7 @@ def calling(
     return call
 
 
+@pytest.mark.e2e
 def test_a_sandboxed_program_reaches_its_model_api_and_nothing_else(
     calling: Callable[..., tuple[dict[str, str], dict[str, Any] | None]],
     listeners: tuple[Listener, Listener],
@@ -470,6 +471,7 @@ def test_a_sandboxed_program_reaches_its_model_api_and_nothing_else(
     }
 
 
+@pytest.mark.e2e
 def test_the_host_network_is_an_opt_out_on_record_and_none_is_none(
     calling: Callable[..., tuple[dict[str, str], dict[str, Any] | None]],
     listeners: tuple[Listener, Listener],
@@ -484,6 +486,7 @@ def test_the_host_network_is_an_opt_out_on_record_and_none_is_none(
     assert len(other.seen) == 1 and len(ok.seen) == 1
 
 
+@pytest.mark.e2e
 def test_calls_at_once_in_sandboxes_keep_their_own_proxies(
     calling: Callable[..., tuple[dict[str, str], dict[str, Any] | None]],
     listeners: tuple[Listener, Listener],

@@ -25,10 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CLIS = ROOT / "tests" / "clis" / "node_modules" / ".bin"
 FAKES = ROOT / "tests" / "fakes"
 
-pytestmark = pytest.mark.skipif(
-    not CLIS.is_dir() and os.environ.get("HARNESS_REQUIRE_CLIS") != "1",
-    reason="the agent CLIs are not installed (npm ci --prefix tests/clis)",
-)
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not CLIS.is_dir() and os.environ.get("HARNESS_REQUIRE_CLIS") != "1",
+        reason="the agent CLIs are not installed (npm ci --prefix tests/clis)",
+    ),
+]
 
 ACCEPT = "accepted"
 REFUSE = "refused"

@@ -336,6 +336,7 @@ def failure_line(cli: str, ran: Ran) -> str:
 # -- the real CLIs: an edit and an answer ------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("cli", CLIS)
 def test_edit_then_answer(bare: Bare, cli: str) -> None:
     script: list[Step] = [edit("src/calc.py", "return 1", "return 2"), answer(ANSWER)]
@@ -416,6 +417,7 @@ CASES: dict[str, list[Step]] = {
 HANGS: dict[str, list[Step]] = {"claude": [hang()], "codex": [hang(headers=True)]}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("cli", "case"), sorted(FAILURES))
 def test_failure(bare: Bare, cli: str, case: str) -> None:
     env = {"API_TIMEOUT_MS": "2000"} if cli == "claude" else {}
@@ -432,6 +434,7 @@ def test_failure(bare: Bare, cli: str, case: str) -> None:
         assert [r["body"]["stream"] for r in api.main_requests()] == [True, False]
 
 
+@pytest.mark.e2e
 def test_claude_survives_one_cut(bare: Bare) -> None:
     """Claude's non-streamed retry after a cut is an ordinary request: the script goes on."""
     script: list[Step] = [cut(), edit("src/calc.py", "return 1", "return 2"), answer(ANSWER)]
@@ -442,6 +445,7 @@ def test_claude_survives_one_cut(bare: Bare) -> None:
     assert api.remaining() == []
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("cli", CLIS)
 def test_hang_without_a_timeout_knob(bare: Bare, cli: str) -> None:
     """A request never answered: no CLI gives up on its own within seconds. The server

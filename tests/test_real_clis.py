@@ -32,10 +32,13 @@ from tests.modelapi import ModelAPI, Step, answer, cut, edit, error, hang
 CLIS = ROOT / "tests" / "clis" / "node_modules"
 NAMES = ("claude", "codex", "gemini")
 
-pytestmark = pytest.mark.skipif(
-    not (CLIS / ".bin").is_dir() and os.environ.get("HARNESS_REQUIRE_CLIS") != "1",
-    reason="the agent CLIs are not installed (npm ci --prefix tests/clis)",
-)
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not (CLIS / ".bin").is_dir() and os.environ.get("HARNESS_REQUIRE_CLIS") != "1",
+        reason="the agent CLIs are not installed (npm ci --prefix tests/clis)",
+    ),
+]
 
 KEY = "sk-test-0123456789abcdef"
 ANSWER = {

@@ -1,4 +1,5 @@
-"""Fixtures: real temporary git repositories driven through the real `harness` CLI."""
+"""Fixtures: real temporary git repositories driven through the real `harness` CLI; the e2e
+marker, set from what a test uses, and the guard that keeps every other test in process."""
 
 from __future__ import annotations
 

@@ -7,12 +7,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from unidiff.patch import PatchSet
-
 from harness.base.errors import Halted
 from harness.base.printable import one_line
 from harness.base.scope import matches
-from harness.gate import patchnames
+from harness.gate import patchbody, patchnames
 from harness.gate.collisions import Spellings, fold
 from harness.gate.patchnames import has_bad_char
 
@@ -91,7 +89,6 @@ class _Header:
         return found + [p for p in (self.old, self.new) if p is not None]
 
 
-_HUNK = re.compile(r"@@ -\d{1,9}(?:,(\d{1,9}))? \+\d{1,9}(?:,(\d{1,9}))? @@(?: .*)?")
 _MODE = re.compile(r"(old mode|new mode|new file mode|deleted file mode) (\d{6})")
 _INDEX = re.compile(r"index [0-9a-f]{4,64}\.\.[0-9a-f]{4,64}(?: (\d{6}))?")
 _SIMILARITY = re.compile(r"similarity index (\d{1,3})%")
@@ -182,17 +179,23 @@ def _check_one(
         raise DiffRefused(str(bad)) from None
     _check_modes(header.modes, rules.allow_mode_change)
     change = _resolve(header, file, patch, has_body=bool(body))
-    hunks = _walk_hunks(body)
+    try:
+        hunks = patchbody.count_hunks(body)
+    except patchbody.Malformed as bad:
+        raise DiffRefused(str(bad)) from None
     pure_rename = change.kind == "rename" and header.similarity == 100
     if hunks == 0 and not (pure_rename or header.bare()):
         raise DiffRefused("no hunks")
     # From `--- ` on when there is one: unidiff splits a `diff --git` line at its last " b/",
     # so a name holding " b/" (git reads it by the other headers) would fail it.
     minus = next((n for n, line in enumerate(head) if line.startswith("--- ")), 0)
-    _cross_check("".join(line + "\n" for line in lines[minus:]), hunks)
+    try:
+        patchbody.cross_check("".join(line + "\n" for line in lines[minus:]), hunks)
+    except patchbody.Malformed as bad:
+        raise DiffRefused(str(bad)) from None
     # git takes a traditional patch of one hunk with no old lines, for a path it does
     # not find, as that path's creation: so does the gate, and holds it to `creates`.
-    top = _HUNK.fullmatch(body[0]) if hunks == 1 and header.git is None else None
+    top = patchbody.HUNK.fullmatch(body[0]) if hunks == 1 and header.git is None else None
     if change.kind == "modify" and top and top[1] == "0" and not tree.holds(change.path):
         change = Change("add", change.path, None, patch)
     _check_policy(change, rules, made)
@@ -361,57 +364,6 @@ def _empty_side(header: _Header) -> tuple[Kind, str, None]:
     if not kinds or not header.git or len(header.git) != 1:
         raise DiffRefused("no hunks")
     return kinds[0], header.git[0][1], None
-
-
-def _walk_hunks(body: list[str]) -> int:
-    """Count hunks, holding every line to the counts its hunk header states."""
-    at, hunks = 0, 0
-    while at < len(body):
-        top = _HUNK.fullmatch(body[at])
-        if top is None:
-            raise DiffRefused(_stray(body, at))
-        old, new = int(top[1] or 1), int(top[2] or 1)
-        if old == new == 0:
-            raise DiffRefused("empty hunk")
-        at += 1
-        while old > 0 or new > 0:
-            if at == len(body):
-                raise DiffRefused("hunk count mismatch (truncated hunk)")
-            tag = body[at][:1]
-            old -= tag in ("", " ", "-")
-            new -= tag in ("", " ", "+")
-            if tag not in ("", " ", "-", "+", "\\"):
-                raise DiffRefused("garbage in hunk")
-            if old < 0 or new < 0:
-                raise DiffRefused("hunk count mismatch")
-            at += 1
-        while at < len(body) and body[at].startswith("\\"):
-            at += 1
-        hunks += 1
-    return hunks
-
-
-def _stray(body: list[str], at: int) -> str:
-    line, after = body[at], body[at + 1] if at + 1 < len(body) else ""
-    if line.startswith("@@"):
-        return "bad hunk header"
-    if line.startswith("diff ") or (line.startswith("--- ") and after.startswith("+++ ")):
-        return "more than one file in entry"
-    if line[:1] in ("", " ", "-", "+"):
-        return "hunk count mismatch (hunk longer than its header)"
-    return "garbage after hunk"
-
-
-def _cross_check(patch: str, hunks: int) -> None:
-    # A second, independent parser: both must see one file with the same hunks.
-    try:
-        parsed = PatchSet.from_string(patch)
-    except Exception:  # any parser failure means the patch is not plainly well-formed
-        raise DiffRefused("malformed patch") from None
-    if len(parsed) != 1:
-        raise DiffRefused("more than one file in entry")
-    if parsed[0].is_binary_file or len(parsed[0]) != hunks:
-        raise DiffRefused("malformed patch")
 
 
 def _check_modes(modes: Mapping[str, str], allow: bool) -> None:

@@ -18,7 +18,7 @@ against every command a line may run (`denial`), each in every form that runs th
 An allowed command is a prefix (`allowance`): the command's words start with its words, or
 do once the options that change only how the program shows its output (a Command's
 `cosmetic` words) are taken out of both. The words after the prefix are the program's to
-read, but for a programs.Hazard (an option or subcommand of git, python or pytest that runs
+read, but for a reading.Hazard (an option or subcommand of git, python or pytest that runs
 another program, loads code or settings from elsewhere, or that harness does not know), which
 only a prefix holding it allows, wherever it lies in the command (`env git -c core.pager=x`).
 """
@@ -29,7 +29,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from fnmatch import fnmatchcase
 
-from harness.boundary.programs import GRAMMARS, Command, family, parse, program, split
+from harness.boundary.programs import GRAMMARS, family, parse, program
+from harness.boundary.reading import Command, split
 
 # Shell syntax that could chain, substitute or redirect past an allowed prefix.
 _SHELL_SYNTAX = re.compile(r"[;&|<>`$(){}\n\\]")

@@ -9,7 +9,7 @@ git does its share in bulk and in parallel, started before the log is read: the 
 against the last harness commit and the untracked files, the exchange files' contents
 (audit_exchanges), and the task's subtask commits, oldest first, read in step with the log
 that names them in the same order (audit_commits). The plan is read one subtask at a time
-(planstream).
+(planstream); the write tokens the log names are checked in audit_tokens.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from harness.base import files, schemas, scope
 from harness.base.errors import InvalidInput
 from harness.readers.audit_commits import Commits
 from harness.readers.audit_exchanges import ExchangeAudit
+from harness.readers.audit_tokens import TokenAudit
 from harness.readers.findings import Finding, Findings
-from harness.record import progress, protocol, tokens
+from harness.record import progress, protocol
 from harness.record.protocol import short
 from harness.repository import repo
 from harness.repository.layout import Layout
@@ -86,10 +87,7 @@ class _Audit:
         self.needs: dict[str, tuple[str, ...]] | None = None  # subtask id -> its depends_on
         self.supervised: set[str] = set()  # subtasks whose change counts once approved
         self.approved: set[str] = set()  # worker calls a verdict approved
-        self.tokens: dict[str, tokens.Token] | None = None
-        self.past_tokens: dict[str, tokens.Token] | None = None  # read on a first miss
-        self.covered: dict[tuple[str, tuple[str, ...]], bool] = {}
-        self.shots: dict[str, tuple[int, str, str]] = {}  # one-shot token: seq, call, commit
+        self.write_tokens = TokenAudit(layout, task_id, self.git, self.found)
         # Subtasks whose answer with a change was taken and has not landed or failed, in the
         # order taken: answers are taken in plan order, and each lands before the next.
         self.landing: dict[str, int] = {}
@@ -118,7 +116,7 @@ class _Audit:
             self.commits.start(stack, head)
             self.read_plan()
             self.read_inputs()
-            self.read_tokens()
+            self.write_tokens.read()
             # Every commit of the task names a line of the log, not only the last one: a log
             # cut and then appended to by a later run is still caught.
             for log_head in sorted(recorded.keys() - self.read_log(recorded.keys())):
@@ -134,7 +132,7 @@ class _Audit:
                 self.exchanges.check(self.model.calls, blobs.result(), dirty)
             else:  # no harness commit: every exchange folder is read from disk
                 self.exchanges.check(self.model.calls, None, set())
-        self.check_spent()
+        self.write_tokens.check_spent()
         return Report(self.task_id, self.events, self.found.result())
 
     # -- the last harness commit -------------------------------------------------------------
@@ -238,14 +236,6 @@ class _Audit:
                 files.read_regular(path, self.layout.rel(path), self.layout.root)
             except InvalidInput as exc:
                 self.add("record", None, str(exc))
-
-    def read_tokens(self) -> None:
-        try:
-            known = tokens.load(self.layout.tokens, self.layout.root)
-        except InvalidInput as exc:
-            self.add("token", None, str(exc))
-            return
-        self.tokens = {t.id: t for t in known}
 
     # -- the log -----------------------------------------------------------------------------
 
@@ -360,92 +350,11 @@ class _Audit:
         if not isinstance(token, str):
             return
         self.use_token(i, ev, step, token, "applied")
-        found = (self.tokens or {}).get(token)
-        if found is not None and found.one_shot:
-            first = self.shots.get(token)
-            if first is not None:
-                self.add(
-                    "token", i, f"one-shot token {token} applied again (first at seq {first[0]})"
-                )
-            else:
-                self.shots[token] = (i, str(call), str(commit))
+        self.write_tokens.spend(i, token, call, commit)
 
     # -- tokens ------------------------------------------------------------------------------
 
     def use_token(self, i: int, ev: _Event, step: str, token_id: object, what: str) -> None:
-        """The token existed, covered the subtask and had not expired when it was used."""
-        if self.tokens is None:
-            return  # the token file is unreadable, which is a finding already
-        token = self.known_token(token_id) if isinstance(token_id, str) else None
-        if token is None:
-            self.add(
-                "token", i, f"token {token_id} is not in ai/agents/write_tokens.json or its history"
-            )
-            return
-        # Both are schema-checked timestamps of one fixed width, so text order is time order.
-        if ev["ts"][:19] >= token.expires[:19]:
-            self.add(
-                "token",
-                i,
-                f"token {token.id} {what} at {ev['ts']}, after it expired at {token.expires}",
-            )
+        """The token, held to the globs of the subtask it was used for (audit_tokens)."""
         globs = None if self.scopes is None else self.scopes.get(step)
-        if globs is None:
-            return
-        key = (token.id, globs)
-        if key not in self.covered:
-            self.covered[key] = token.covers(globs)
-        if not self.covered[key]:
-            self.add("token", i, f"token {token.id} does not cover {', '.join(globs)}")
-
-    def known_token(self, token_id: str) -> tokens.Token | None:
-        """The token as the store holds it; else as the store last held it on HEAD's history:
-        a token removed after its use was what the use was judged by, as replay reads it."""
-        found = (self.tokens or {}).get(token_id)
-        if found is None:
-            if self.past_tokens is None:
-                self.past_tokens = self.read_past_tokens()
-            found = self.past_tokens.get(token_id)
-        return found
-
-    def read_past_tokens(self) -> dict[str, tokens.Token]:
-        path = self.layout.tokens
-        rel = self.layout.rel(path)
-        past: dict[str, tokens.Token] = {}
-        for sha in self.git.commits_touching(rel):  # newest first: the latest form wins
-            data = self.git.read(sha, rel)
-            try:
-                known = [] if data is None else tokens.load(path, self.layout.root, data)
-            except InvalidInput:
-                continue  # a version harness would have refused could not have been used
-            for token in known:
-                past.setdefault(token.id, token)
-        return past
-
-    def check_spent(self) -> None:
-        """A one-shot token's spent mark names the call and commit that applied it here."""
-        for token in sorted((self.tokens or {}).values(), key=lambda t: t.id):
-            mark, used = token.spent, self.shots.get(token.id)
-            if not token.one_shot or mark is None:
-                continue
-            if mark["task_id"] != self.task_id:
-                if used is not None:
-                    self.add(
-                        "token",
-                        used[0],
-                        f"one-shot token {token.id} is marked spent by task {mark['task_id']}",
-                    )
-            elif used is None:
-                self.add(
-                    "token",
-                    None,
-                    f"one-shot token {token.id} is marked spent by call "
-                    f"{short(mark['call_id'])}, which this log never applied",
-                )
-            elif (mark["call_id"], mark["commit"]) != used[1:]:
-                self.add(
-                    "token",
-                    used[0],
-                    f"one-shot token {token.id} is marked spent by commit "
-                    f"{short(mark['commit'])}, not {short(used[2])}",
-                )
+        self.write_tokens.use(i, ev, globs, token_id, what)

@@ -3,6 +3,7 @@ marker, set from what a test uses, and the guard that keeps every other test in 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -310,20 +311,12 @@ def _e2e_program(args: Any, env: Mapping[str, str] | None, own: Path) -> str | N
     return None
 
 
-@pytest.fixture(autouse=True)
-def _fast_tests_stay_in_process(
-    request: pytest.FixtureRequest,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[None]:
-    """Fails a test outside the e2e marker that started what only an e2e test may: the fast
-    loop would otherwise grow slow unseen. The process still runs; the test fails after."""
-    if request.node.get_closest_marker("e2e"):
-        yield
-        return
+@contextlib.contextmanager
+def watching(own: Path) -> Iterator[list[str]]:
+    """The programs only an e2e test may start, as they are started while inside (they still
+    run); `own` is where the test's own stand-ins may be."""
     started: list[str] = []
     real = subprocess.Popen.__init__
-    own = tmp_path_factory.getbasetemp().resolve()
 
     def watched(self: subprocess.Popen[Any], args: Any, *rest: Any, **kw: Any) -> None:
         program = _e2e_program(args, kw.get("env"), own)
@@ -331,7 +324,23 @@ def _fast_tests_stay_in_process(
             started.append(program)
         real(self, args, *rest, **kw)
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", watched)
-    yield
+    setattr(subprocess.Popen, "__init__", watched)  # noqa: B010 (mypy: no assigning methods)
+    try:
+        yield started
+    finally:
+        setattr(subprocess.Popen, "__init__", real)  # noqa: B010
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_stay_in_process(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Fails a test outside the e2e marker that started what only an e2e test may: the fast
+    loop would otherwise grow slow unseen. The process still runs; the test fails after."""
+    if request.node.get_closest_marker("e2e"):
+        yield
+        return
+    with watching(tmp_path_factory.getbasetemp().resolve()) as started:
+        yield
     if started:
         pytest.fail(f"not marked e2e but started {started[0]!r}", pytrace=False)

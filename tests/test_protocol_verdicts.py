@@ -722,8 +722,9 @@ def supervised_logs(draw: st.DrawFn) -> list[Event]:
         made += 1
         return f"{prefix}{made}"
 
+    rnd = 1  # a round outlives its epoch: a resumed loop goes on at the round that failed
     for epoch in range(epochs):
-        attempt = first = rnd = 1
+        attempt = first = 1
         while True:
             worker = fresh("w")
             events += worked("T1", worker, attempt)

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from harness.workers import claude as claude_shim
-from harness.workers import shim
+from harness.workers import cliprocess, prompts, shim
 
 from .conftest import Sample, calc_patch, ok, subtask
 
@@ -342,7 +342,7 @@ def test_a_dependencys_artifact_cannot_close_its_fence(
     closing = lines.index(f">>>blob id {tag}")
     assert "\n".join(lines[opening[0] + 1 : closing]) + "\n" == text
     assert lines.count(f">>>blob id {tag}") == 1
-    assert call["stdin"].startswith(shim.FENCES)
+    assert call["stdin"].startswith(prompts.FENCES)
 
 
 # -- what the real claude prints, classed (outputs as observed in tests/test_modelapi.py) -----
@@ -398,13 +398,13 @@ def _messages(*results: tuple[str, str, bool]) -> bytes:
 
 def test_a_failed_last_edit_of_a_file_is_a_lost_edit() -> None:
     with pytest.raises(shim.ShimError, match=r"edit of /w/a.py failed: String to replace") as e:
-        claude_shim.check_edits(shim.Ran(0, _messages(("1", "/w/a.py", True)), b""))
+        claude_shim.check_edits(cliprocess.Ran(0, _messages(("1", "/w/a.py", True)), b""))
     assert e.value.kind == "retryable"
     # Its twins: a failed edit made good by a later one of the same file, and no edits at all.
     claude_shim.check_edits(
-        shim.Ran(0, _messages(("1", "/w/a.py", True), ("2", "/w/a.py", False)), b"")
+        cliprocess.Ran(0, _messages(("1", "/w/a.py", True), ("2", "/w/a.py", False)), b"")
     )
-    claude_shim.check_edits(shim.Ran(0, _messages(), b""))
+    claude_shim.check_edits(cliprocess.Ran(0, _messages(), b""))
 
 
 def test_claude_is_offered_only_its_roles_tools_and_told_its_idle_limit() -> None:

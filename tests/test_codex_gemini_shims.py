@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from harness.workers import codex, codex_events, gemini, shim
+from harness.workers import cliprocess, codex, codex_events, gemini, shim
 from tests.conftest import Sample, subtask
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -278,8 +278,8 @@ def _running(pid: int) -> bool:
 # -- classification, without a harness run ----------------------------------------------------
 
 
-def _ran(code: int, stdout: bytes = b"", stderr: bytes = b"") -> shim.Ran:
-    return shim.Ran(code, stdout, stderr)
+def _ran(code: int, stdout: bytes = b"", stderr: bytes = b"") -> cliprocess.Ran:
+    return cliprocess.Ran(code, stdout, stderr)
 
 
 def _kind(fn: Any, *args: Any) -> str | None:
@@ -383,8 +383,8 @@ def _envelope_stub() -> shim.Envelope:
 # -- what the real CLIs print, classed (outputs as observed in tests/test_modelapi.py) ---------
 
 
-def _ran(code: int, stdout: bytes = b"", stderr: bytes = b"") -> shim.Ran:
-    return shim.Ran(code, stdout, stderr)
+def _ran(code: int, stdout: bytes = b"", stderr: bytes = b"") -> cliprocess.Ran:
+    return cliprocess.Ran(code, stdout, stderr)
 
 
 def _codex_failed(message: str) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from harness.boundary import policy
 from harness.boundary.commands import denial, matches
 from harness.boundary.registry import Agent
 from harness.repository.layout import Layout
-from harness.workers import claude, codex, gemini, shim
+from harness.workers import claude, codex, gemini, prompts, shim
 
 from .builders import FAST
 from .conftest import Sample, calc_patch, ok, subtask
@@ -598,7 +598,7 @@ def test_the_prompt_names_what_the_policy_refuses(tmp_path: Path) -> None:
             }
         },
     )
-    text = shim.render(env, "brief", launch)
+    text = prompts.render(env, "brief", launch)
     assert "Shell commands you may run (no network): git\nNever run (refused): git push *" in text
 
 

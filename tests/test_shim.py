@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.workers import shim
+from harness.workers import cliprocess, prompts, shim
 
 from .builders import FAST
 
@@ -77,7 +77,7 @@ def test_nothing_is_allowed_without_an_allowlist(command: str) -> None:
 )
 def test_no_text_closes_or_breaks_its_fence(name: str, source: str, parts: list[str]) -> None:
     text = "".join(parts)
-    lines = shim.fence("blob", name, source, text).split("\n")
+    lines = prompts.fence("blob", name, source, text).split("\n")
     assert lines[-1] == ""
     opening, closing = lines[0], lines[-2]
     tag = opening.rsplit(" ", 1)[1]
@@ -92,23 +92,23 @@ def test_briefs_and_personas_say_where_they_came_from(tmp_path: Path) -> None:
     (tmp_path / "ai" / "roles").mkdir(parents=True)
     (tmp_path / "ai" / "roles" / "mine.md").write_text("Local brief.\n")
     launch = shim.Launch(persona="You are careful.\n>>>persona id x\n")
-    local = shim.role_brief("mine", tmp_path, launch)
+    local = prompts.role_brief("mine", tmp_path, launch)
     assert local.startswith('<<<brief "ai/roles/mine.md" from repository id ')
     assert '<<<persona "persona" from person id ' in local
-    shipped = shim.role_brief("localized-impl", tmp_path, shim.Launch())
+    shipped = prompts.role_brief("localized-impl", tmp_path, shim.Launch())
     assert shipped.startswith('<<<brief "localized-impl" from harness id ')
 
 
 def test_a_persona_is_the_brief_of_a_role_that_has_none(tmp_path: Path) -> None:
     launch = shim.Launch(persona="You are a security reviewer.\n")
-    brief = shim.role_brief("security-reviewer", tmp_path, launch)
+    brief = prompts.role_brief("security-reviewer", tmp_path, launch)
     assert brief.startswith('<<<brief "persona" from person id ')
     assert brief.count("You are a security reviewer.") == 1
-    shipped = shim.role_brief("review", tmp_path, launch)  # a role with a brief keeps it
+    shipped = prompts.role_brief("review", tmp_path, launch)  # a role with a brief keeps it
     assert shipped.startswith('<<<brief "review" from harness id ')
     assert '<<<persona "persona" from person id ' in shipped
     with pytest.raises(shim.ShimError, match="no role brief for 'security-reviewer'"):
-        shim.role_brief("security-reviewer", tmp_path, shim.Launch())
+        prompts.role_brief("security-reviewer", tmp_path, shim.Launch())
 
 
 def test_the_agent_id_on_the_command_line_names_the_answer() -> None:
@@ -161,7 +161,7 @@ def test_cli_version_reports_the_clis_version_first(
         _fake_cli(tmp_path / "bin", "claude", script)
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     try:
-        got = shim.cli_version("claude", "claude-cli 0.1.0")
+        got = cliprocess.cli_version("claude", "claude-cli 0.1.0")
     except shim.ShimError as exc:
         got = str(exc)
     assert got.startswith(expected)

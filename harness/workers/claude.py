@@ -17,7 +17,7 @@ import orjson
 from harness import __version__
 from harness.base import metrics
 from harness.boundary import policy
-from harness.workers import shim
+from harness.workers import cliprocess, prompts, shim
 
 # The final answer the model must give; --json-schema makes the CLI validate it and hand it
 # back in `structured_output`. Diffs are absent on purpose: the sandbox is the truth.
@@ -88,7 +88,7 @@ TOKEN_FIELDS = (
 
 
 def version() -> str:
-    return shim.cli_version("claude", f"claude-cli {__version__}")
+    return cliprocess.cli_version("claude", f"claude-cli {__version__}")
 
 
 # Claude Code's own Bash sandbox (bubblewrap on Linux), with no domain reachable: the allowed
@@ -241,10 +241,10 @@ def _bash_rule(pattern: str) -> str:
 
 
 def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
-    brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
-    prompt = shim.render(env, brief, launch)
+    brief = prompts.role_brief(str(env.payload["role"]), Path.cwd(), launch)
+    prompt = prompts.render(env, brief, launch)
     argv = command(env, box, brief, launch, shim.home())
-    ran = shim.run_cli(argv, env, box, prompt, OWN_ENV | idle_env(env))
+    ran = cliprocess.run_cli(argv, env, box, prompt, OWN_ENV | idle_env(env))
     final = result_message(ran)
     check(final)
     check_tool_calls(ran, final, launch, str(box.root))
@@ -261,7 +261,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     return answer
 
 
-def result_message(ran: shim.Ran) -> dict[str, Any]:
+def result_message(ran: cliprocess.Ran) -> dict[str, Any]:
     """The `type: result` object from stdout: one object, or the last of a --verbose array."""
     text = ran.stdout.strip()
     if not text:
@@ -301,7 +301,7 @@ EDITING = {"Edit": "edit", "MultiEdit": "edit", "NotebookEdit": "edit", "Write":
 
 
 def check_tool_calls(
-    ran: shim.Ran, final: dict[str, Any], launch: shim.Launch, workspace: str
+    ran: cliprocess.Ran, final: dict[str, Any], launch: shim.Launch, workspace: str
 ) -> None:
     """Refuse the whole answer (hard) if the messages show a Bash command the launch does
     not allow, or, under a policy, a file change the policy does not allow. Only the
@@ -361,7 +361,7 @@ def answer_of(final: dict[str, Any]) -> dict[str, Any]:
     raise shim.ShimError("claude gave no structured answer")
 
 
-def check_edits(ran: shim.Ran) -> None:
+def check_edits(ran: cliprocess.Ran) -> None:
     """An edit whose tool result is an error, with no later edit of the same file that
     worked, is a lost edit: retryable, though claude may still end `success`."""
     doc = orjson.loads(ran.stdout)

@@ -18,7 +18,7 @@ import orjson
 
 from harness import __version__
 from harness.base import metrics
-from harness.workers import codex_events, shim
+from harness.workers import cliprocess, codex_events, prompts, shim
 
 # --output-schema is strict: every property required, additionalProperties false, and no
 # object with free keys. So `metrics` travels as a list of {name, value} pairs that the shim
@@ -95,7 +95,7 @@ PROVIDER = "harness"
 
 
 def version() -> str:
-    return shim.cli_version("codex", f"codex-cli {__version__}")
+    return cliprocess.cli_version("codex", f"codex-cli {__version__}")
 
 
 def command(
@@ -225,8 +225,8 @@ def _toml(value: object) -> str:
 
 
 def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
-    brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
-    prompt = shim.render(env, brief, launch) + SCHEMA_NOTE
+    brief = prompts.role_brief(str(env.payload["role"]), Path.cwd(), launch)
+    prompt = prompts.render(env, brief, launch) + SCHEMA_NOTE
     # Outside the sandbox, so neither file shows up in the diffs.
     side = shim.fresh_folder(box.root.parent, "codex")
     try:
@@ -234,7 +234,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
         schema.write_bytes(orjson.dumps(ANSWER_SCHEMA))
         # `--json` prints each event as it happens: silence for idle_s is a stuck codex.
         argv = command(env, box, schema, last, launch)
-        ran = shim.run_cli(argv, env, box, prompt, streams=True)
+        ran = cliprocess.run_cli(argv, env, box, prompt, streams=True)
         events = codex_events.parse_events(ran.stdout)
         codex_events.check(ran, events)
         codex_events.check_edits(events)

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from harness.base import metrics
-from harness.workers import shim
+from harness.workers import cliprocess, shim
 
 # Failures no retry fixes; checked first because codex words an auth failure after retries as
 # "exceeded retry limit, last status: 401 Unauthorized".
@@ -43,7 +43,7 @@ def parse_events(stdout: bytes) -> list[dict[str, Any]]:
     return events
 
 
-def check(ran: shim.Ran, events: list[dict[str, Any]]) -> None:
+def check(ran: cliprocess.Ran, events: list[dict[str, Any]]) -> None:
     """Raise the error a failed run stands for.
 
     `error` events also report transient reconnects during a turn that then succeeds, so they

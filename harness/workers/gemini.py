@@ -22,7 +22,7 @@ import orjson
 
 from harness import __version__
 from harness.base import metrics
-from harness.workers import shim
+from harness.workers import cliprocess, prompts, shim
 
 NUDGE = "Carry out the task above and finish with the JSON object it asks for."
 
@@ -80,7 +80,7 @@ TAIL = 500
 
 
 def version() -> str:
-    return shim.cli_version("gemini", f"gemini-cli {__version__}")
+    return cliprocess.cli_version("gemini", f"gemini-cli {__version__}")
 
 
 # gemini's tools that change files, by the policy tool each one is.
@@ -208,14 +208,14 @@ def _chosen_auth(user: dict[str, Any]) -> str | None:
 
 
 def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
-    brief = shim.role_brief(str(env.payload["role"]), Path.cwd(), launch)
-    prompt = shim.render(env, brief, launch)
+    brief = prompts.role_brief(str(env.payload["role"]), Path.cwd(), launch)
+    prompt = prompts.render(env, brief, launch)
     turns = (env.payload.get("budgets") or {}).get("max_turns")
     doc = settings(env.writable, launch, dict(os.environ), turns, user_settings())
     target = shim.home() / ".gemini" / "settings.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(orjson.dumps(doc))
-    ran = shim.run_cli(command(env, launch), env, box, prompt, streams=True)
+    ran = cliprocess.run_cli(command(env, launch), env, box, prompt, streams=True)
     doc = output_of(ran)
     check(ran, doc)
     check_edits(doc)
@@ -231,7 +231,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     return answer
 
 
-def output_of(ran: shim.Ran) -> dict[str, Any]:
+def output_of(ran: cliprocess.Ran) -> dict[str, Any]:
     """What the run says: from the event stream on stdout, the session, the text of the last
     reply, the edits and how each ended, and the result's status, error and stats; without
     a result event, the error object a fatal error puts on stderr: a pretty-printed
@@ -318,7 +318,7 @@ def _trailing_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def check(ran: shim.Ran, doc: dict[str, Any]) -> None:
+def check(ran: cliprocess.Ran, doc: dict[str, Any]) -> None:
     """Raise the error the run stands for: by the HTTP status the error names, then by
     exit code, then by the error's words."""
     err = doc.get("error")

@@ -72,7 +72,7 @@ Decisions where the seed and the issue are silent:
   parallel, `skip_dependents` for dag; it is always written out.
 - **max_parallel** is left out: harness caps `--max-parallel` by the plan's value, never
   raises it, so the runner's choice stands and the plan's edges say what may run at once.
-- **YAML**: one document whose top is a mapping, read with the safe loader's composer only
+- **YAML** (read in gleeyaml.py): one document whose top is a mapping, read with the safe loader's composer only
   (nothing is constructed). Anchors and aliases are refused at the first one, so no alias
   bomb expands; nesting deeper than 64 collections is refused before the composer's
   recursion could fail; keys must be plain text and appear once; lone surrogates (from
@@ -84,20 +84,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any
 
 import fastjsonschema
-import yaml
-from yaml.events import AliasEvent, CollectionStartEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from harness.base import schemas
 from harness.base.errors import InvalidInput
+from harness.importers.gleeyaml import Document, Pos, keys, pos
 from harness.spec import plan as plan_mod
-
-if TYPE_CHECKING:  # the marks' types: the C loader's module exists only with libyaml
-    from yaml._yaml import Mark as CMark
-    from yaml.error import Mark
 
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MODES = ("sequential", "parallel", "dag")
@@ -115,9 +110,6 @@ STEP_KEYS = (
     "parallel_group",
     "on_error",
 )
-MAX_NESTING = 64
-
-_NULL = "tag:yaml.org,2002:null"
 _REF = re.compile(
     r"""\$\{\s*(?P<expr>[^{}?\s]+)\s*(?:\?\?(?P<default>\s*"[^"]*"\s*|\s*'[^']*'\s*|[^}]*))?\}"""
 )
@@ -125,7 +117,6 @@ _STEP_REF = re.compile(r"steps\[(\d+)\]\.(output|status|error)")
 _GROUP_REF = re.compile(r"parallel_group\.([^.]+)\.(outputs|succeeded|failed|status)")
 _INPUT_REF = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _NOT_ID = re.compile(r"[^A-Za-z0-9._-]+")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _BREAKS = re.compile(r"\s*[\r\n]+\s*")
 _GROUP_WORDS = {
     "outputs": "outputs of",
@@ -133,8 +124,6 @@ _GROUP_WORDS = {
     "failed": "failures of",
     "status": "status of",
 }
-
-Pos = tuple[int, int]
 
 
 def to_plans(
@@ -215,61 +204,28 @@ class _Step:
     group: str | None
 
 
-def _pos(node: Node) -> Pos:
-    return node.start_mark.line + 1, node.start_mark.column + 1
-
-
-class _Loader(yaml.SafeLoader):
-    """The safe composer, refusing anchors and aliases and bounding nesting."""
-
-    depth = 0
-
-    def compose_node(self, parent: Node | None, index: int) -> Node | None:
-        event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in the stubs
-        if isinstance(event, AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _Refused(event.start_mark, "anchors and aliases (& and *) are not accepted")
-        if isinstance(event, CollectionStartEvent):
-            if self.depth >= MAX_NESTING:
-                raise _Refused(event.start_mark, f"nested deeper than {MAX_NESTING} levels")
-            self.depth += 1
-            try:
-                return super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-        return super().compose_node(parent, index)
-
-
-class _Refused(Exception):
-    def __init__(self, mark: Mark | CMark | None, what: str) -> None:
-        super().__init__(what)
-        self.where = (1, 1) if mark is None else (mark.line + 1, mark.column + 1)
-        self.what = what
-
-
-class _Workflow:
+class _Workflow(Document):
     """One workflow file converted into one plan, and the workflows it nests."""
 
     def __init__(self, text: str, label: str, task_id: str, common: _Common) -> None:
-        self.text, self.label, self.task_id, self.common = text, label, task_id, common
+        super().__init__(text, label)
+        self.task_id, self.common = task_id, common
         self.steps: list[_Step] = []
         self.stage: list[int] = []  # each step's, counted in runs of one group or one step
         self.stages: list[list[int]] = []  # each stage's steps
         self.groups: dict[str, list[int]] = {}  # each parallel group's steps
         self.mode = "sequential"
 
-    def fail(self, pos: Pos, what: str) -> NoReturn:
-        raise InvalidInput(f"{self.label}:{pos[0]}:{pos[1]}: {what}") from None
-
     def convert(self) -> _Converted:
         top = self.parse()
         if not isinstance(top, MappingNode):
-            self.fail(_pos(top), "a workflow is a mapping (steps:, execution:, ...)")
+            self.fail(pos(top), "a workflow is a mapping (steps:, execution:, ...)")
         fields = self.mapping(top, WORKFLOW_KEYS, "a workflow")
         for key in ("name", "description"):
             if key in fields:
                 self.scalar(fields[key][1], key)
         if "steps" not in fields:
-            self.fail(_pos(top), "a workflow needs steps:")
+            self.fail(pos(top), "a workflow needs steps:")
         if "execution" in fields:
             self.mode = self.choice(fields["execution"][1], "execution", MODES)
         on_error = MODE_ON_ERROR[self.mode]
@@ -277,12 +233,12 @@ class _Workflow:
             on_error = self.choice(fields["on_error"][1], "on_error", ON_ERROR)
         steps = fields["steps"][1]
         if not isinstance(steps, SequenceNode) or not steps.value:
-            self.fail(_pos(steps), "steps: is a list of at least one step")
+            self.fail(pos(steps), "steps: is a list of at least one step")
         self.read_steps(steps.value)
         subtasks = [self.subtask(step) for step in self.steps]
         self.refuse_cycles(subtasks)
         nested = [
-            (step.workflow, _pos(step.fields["workflow"][1]))
+            (step.workflow, pos(step.fields["workflow"][1]))
             for step in self.steps
             if step.workflow is not None
         ]
@@ -294,73 +250,17 @@ class _Workflow:
         }
         return _Converted(doc, nested)
 
-    def parse(self) -> Node:
-        bad = yaml.reader.Reader.NON_PRINTABLE.search(self.text)
-        if bad is not None:
-            where = _text_pos(self.text, bad.start())
-            self.fail(where, f"invalid YAML: character {bad.group()!r} is not accepted")
-        loader = _Loader(self.text)
-        try:
-            node = loader.get_single_node()
-        except _Refused as exc:
-            self.fail(exc.where, exc.what)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = (1, 1) if mark is None else (mark.line + 1, mark.column + 1)
-            what = " ".join(filter(None, (exc.context, exc.problem))) or "unreadable"
-            self.fail(where, f"invalid YAML: {what}")
-        except yaml.YAMLError as exc:
-            self.fail((1, 1), f"invalid YAML: {exc}")
-        finally:
-            loader.dispose()
-        if node is None:
-            self.fail((1, 1), "empty: a workflow is a mapping (steps:, execution:, ...)")
-        return node
-
-    def mapping(
-        self, node: MappingNode, allowed: tuple[str, ...], what: str
-    ) -> dict[str, tuple[Node, Node]]:
-        """Its entries by key: plain text keys, each once, each one `allowed`."""
-        found: dict[str, tuple[Node, Node]] = {}
-        for key, value in node.value:
-            if not isinstance(key, ScalarNode) or key.tag == _NULL:
-                self.fail(_pos(key), f"a key in {what} is plain text")
-            name = self.scalar(key, "a key")
-            if name in found:
-                self.fail(_pos(key), f"{name!r} appears twice in {what}")
-            if name not in allowed:
-                self.fail(_pos(key), f"unknown key {name!r} in {what} ({', '.join(allowed)})")
-            found[name] = (key, value)
-        return found
-
-    def scalar(self, node: Node, what: str) -> str:
-        """The text of a scalar that has some."""
-        if not isinstance(node, ScalarNode):
-            self.fail(_pos(node), f"{what} is text, not a list or a mapping")
-        if node.tag == _NULL or not node.value.strip():
-            self.fail(_pos(node), f"{what} has no value")
-        surrogate = _SURROGATE.search(node.value)
-        if surrogate is not None:
-            self.fail(_pos(node), f"{what} holds a lone surrogate {surrogate.group()!r}")
-        return str(node.value)
-
-    def choice(self, node: Node, what: str, allowed: tuple[str, ...]) -> str:
-        value = self.scalar(node, what)
-        if value not in allowed:
-            self.fail(_pos(node), f"unknown {what} {value!r} ({', '.join(allowed)})")
-        return value
-
     def read_steps(self, nodes: list[Node]) -> None:
         """Each step's kind, id and group; the stage it runs in when sequential."""
         taken: set[str] = set()
         closed: set[str] = set()
         for index, node in enumerate(nodes):
             if not isinstance(node, MappingNode):
-                self.fail(_pos(node), "a step is a mapping (agent: or workflow:, ...)")
+                self.fail(pos(node), "a step is a mapping (agent: or workflow:, ...)")
             fields = self.mapping(node, STEP_KEYS, "a step")
             if ("agent" in fields) == ("workflow" in fields):
                 which = "both" if "agent" in fields else "neither"
-                self.fail(_pos(node), f"a step has {which} agent: and workflow: (one of them)")
+                self.fail(pos(node), f"a step has {which} agent: and workflow: (one of them)")
             agent = workflow = None
             if "agent" in fields:
                 agent = self.scalar(fields["agent"][1], "agent").strip()
@@ -368,14 +268,14 @@ class _Workflow:
                 for key in ("inputs", "prompt"):
                     if key in fields:
                         self.fail(
-                            _pos(fields[key][0]),
+                            pos(fields[key][0]),
                             f"a workflow step takes no {key}: (nested workflows use the "
                             "command-line inputs)",
                         )
                 value = fields["workflow"][1]
                 workflow = self.scalar(value, "workflow")
                 if ID.fullmatch(workflow) is None:
-                    self.fail(_pos(value), f"workflow {workflow!r} is not a task id ({ID.pattern})")
+                    self.fail(pos(value), f"workflow {workflow!r} is not a task id ({ID.pattern})")
             group = None
             if "parallel_group" in fields:
                 value = fields["parallel_group"][1]
@@ -383,7 +283,7 @@ class _Workflow:
                 before = self.steps[-1].group if self.steps else None
                 if group != before and group in closed:
                     self.fail(
-                        _pos(value),
+                        pos(value),
                         f"parallel group {group!r} is split: its steps follow one another",
                     )
                 closed.add(group)
@@ -410,8 +310,8 @@ class _Workflow:
         if "inputs" in step.fields:
             node = step.fields["inputs"][1]
             if not isinstance(node, MappingNode):
-                self.fail(_pos(node), "inputs: is a mapping of names to values")
-            for key, (_, value) in self.mapping(node, tuple(_keys(node)), "inputs").items():
+                self.fail(pos(node), "inputs: is a mapping of names to values")
+            for key, (_, value) in self.mapping(node, tuple(keys(node)), "inputs").items():
                 values.append(f"{key}={self.interpolate(value, f'input {key!r}', step, refs)}")
         deps = set(refs)
         if self.mode == "sequential" and self.stage[step.index] > 0:
@@ -505,17 +405,6 @@ class _Workflow:
             self.fail(where, f"{whole} runs later: sequential steps use only the steps before")
         refs.setdefault(target, where)
 
-    def inner(self, node: ScalarNode, offset: int) -> Pos:
-        """Where character `offset` of the scalar's value is, when its source is that value
-        as written (plain or quoted on one line, no escapes); else where the scalar starts."""
-        start, end = node.start_mark, node.end_mark
-        raw = self.text[start.index : end.index]
-        if node.style is None and raw == node.value:
-            return start.line + 1, start.column + 1 + offset
-        if node.style in ("'", '"') and raw[1:-1] == node.value and "\n" not in raw:
-            return start.line + 1, start.column + 2 + offset
-        return _pos(node)
-
     def refuse_cycles(self, subtasks: list[tuple[dict[str, Any], dict[int, Pos]]]) -> None:
         """References in parallel or dag execution may go forward, so they may go round."""
         cycle = plan_mod.closed_path({i: sorted(refs) for i, (_, refs) in enumerate(subtasks)})
@@ -523,13 +412,6 @@ class _Workflow:
             where = subtasks[cycle[0]][1][cycle[1]]
             ids = " -> ".join(self.steps[i].id for i in cycle)
             self.fail(where, f"steps refer to each other in a cycle: {ids}")
-
-
-def _keys(node: MappingNode) -> Iterator[str]:
-    """Every key an inputs mapping has: any name is allowed there."""
-    for key, _ in node.value:
-        if isinstance(key, ScalarNode):
-            yield key.value
 
 
 def _slug(name: str) -> str:
@@ -546,9 +428,3 @@ def _unique(wanted: str, taken: set[str]) -> str:
 
 def _one_line(text: str) -> str:
     return _BREAKS.sub(" ", text).strip()
-
-
-def _text_pos(text: str, index: int) -> Pos:
-    before = text[:index].replace("\r\n", "\n")
-    lines = re.split("[\n\r\x85\u2028\u2029]", before)
-    return len(lines), len(lines[-1]) + 1

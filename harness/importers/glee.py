@@ -72,11 +72,11 @@ Decisions where the seed and the issue are silent:
   parallel, `skip_dependents` for dag; it is always written out.
 - **max_parallel** is left out: harness caps `--max-parallel` by the plan's value, never
   raises it, so the runner's choice stands and the plan's edges say what may run at once.
-- **YAML** (read in gleeyaml.py): one document whose top is a mapping, read with the safe loader's composer only
-  (nothing is constructed). Anchors and aliases are refused at the first one, so no alias
-  bomb expands; nesting deeper than 64 collections is refused before the composer's
-  recursion could fail; keys must be plain text and appear once; lone surrogates (from
-  `\\ud800` escapes) are refused, as no JSON writer could write them.
+- **YAML** (gleeyaml.py): one document whose top is a mapping, read with the safe loader's
+  composer only (nothing is constructed). Anchors and aliases are refused at the first one,
+  so no alias bomb expands; nesting deeper than 64 collections is refused before the
+  composer's recursion could fail; keys must be plain text and appear once; lone surrogates
+  (from `\\ud800` escapes) are refused, as no JSON writer could write them.
 """
 
 from __future__ import annotations

@@ -290,9 +290,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
-# What a test not marked e2e must not start: the harness CLI or a worker module, bwrap, an
-# agent CLI (the real one or a fake: a stand-in the test wrote in its own folder is fine) or
-# a launcher (named `*-cli`).
+# What a test not marked e2e must not start: the harness CLI or a worker module (named in a
+# word: `-m harness.cli`, or code given to `-c` that imports it), bwrap, an agent CLI (the real
+# one or a fake: a stand-in the test wrote in its own folder is fine) or a launcher (`*-cli`).
 _AGENT_CLIS = frozenset({"claude", "codex", "gemini"})
 
 
@@ -302,7 +302,7 @@ def _e2e_program(args: Any, env: Mapping[str, str] | None, own: Path) -> str | N
     path = (env or os.environ).get("PATH")
     for word in words:
         base = os.path.basename(word)
-        if word.startswith(E2E_MODULES) or base == "bwrap" or base.endswith("-cli"):
+        if any(m in word for m in E2E_MODULES) or base == "bwrap" or base.endswith("-cli"):
             return " ".join(words)
         if base in _AGENT_CLIS:
             found = shutil.which(word, path=path)

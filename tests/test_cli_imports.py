@@ -8,8 +8,12 @@ import subprocess
 import sys
 
 import orjson
+import pytest
 
 from .conftest import Sample, subtask
+
+# Each test starts the command line in a fresh interpreter: what start-up imports.
+pytestmark = pytest.mark.e2e
 
 # Imports `harness.cli.main`, runs it on the arguments given, and prints its exit code and
 # the modules then loaded as JSON on stderr's last line (stdout is the command's own).

@@ -1,7 +1,8 @@
 """An Agentfile (seeds 001 and 003) read into a plan.json document; `harness plan import` writes it.
 
 Pure: the text and a `read` callable in, a dict out; every problem is one InvalidInput
-line `<label>:<line>:<column>: <what>`, 1-based, columns counted in characters.
+line `<label>:<line>:<column>: <what>`, 1-based, columns counted in characters. The lexer
+is agenttokens.py; the definitions, and the subtasks they become, are agentplan.py.
 
 The language, as read here:
 
@@ -67,96 +68,21 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from harness.base import schemas
 from harness.base.errors import InvalidInput
+from harness.importers.agentplan import Agent, Builder, Goal, Input, Part, Step
+from harness.importers.agenttokens import KEYWORDS, PathToken, Ref, Token, Tokens
 
-KEYWORDS = frozenset(
-    {
-        "NAME",
-        "INPUT",
-        "DEFAULT",
-        "AGENT",
-        "FROM",
-        "GOAL",
-        "USING",
-        "RUN",
-        "LOOP",
-        "WITHIN",
-        "SUPERVISED",
-        "HUMAN",
-    }
-)
 _STATEMENTS = frozenset({"NAME", "INPUT", "AGENT", "GOAL", "RUN", "LOOP", "SUPERVISED"})
 MAX_LOOP = 1000  # a bound past this is a typo, not a plan; it also keeps int() small
-_ID_MAX = 64
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 _NUMBER = re.compile(r"[0-9]+\Z")
 _WITHIN_VAR = re.compile(r"\$([A-Za-z][A-Za-z0-9_]*)\Z")
 _VARIABLE = re.compile(
     r"\$\$|\$\{([A-Za-z][A-Za-z0-9_]*)\}|\$([A-Za-z][A-Za-z0-9_]*)|\{([A-Za-z][A-Za-z0-9_]*)\}"
 )
-
-
-@dataclass(frozen=True)
-class _Token:
-    kind: str  # "word", "string" or ","
-    text: str
-    col: int
-    end: int  # the column just after it
-
-
-@dataclass(frozen=True)
-class _Ref:
-    name: str
-    line: int
-    col: int
-
-
-@dataclass(frozen=True)
-class _Part:
-    """A piece of a goal's text and where it came from, to place an interpolation error."""
-
-    text: str
-    line: int
-    col: int
-    file: str | None = None  # the GOAL ... FROM path it was read from; line/col are the path's
-
-
-@dataclass
-class _Input:
-    ref: _Ref
-    default: str | None
-
-
-@dataclass
-class _Agent:
-    ref: _Ref
-    path: str  # the repository path of its file
-
-
-@dataclass
-class _Goal:
-    key: str  # its name, or goal-<n> when unnamed
-    named: bool
-    line: int
-    col: int
-    parts: list[_Part]
-    using: list[_Ref]
-    supervised: bool | str | None
-    text: str = ""
-    agents: list[_Agent] = field(default_factory=list)
-
-
-@dataclass
-class _Step:
-    kind: str  # RUN or LOOP
-    ref: _Ref
-    goals: list[_Ref]
-    within: _Ref | None  # the number or $variable's token, LOOP only
 
 
 def to_plan(
@@ -184,12 +110,12 @@ class _Parser:
         self.read = read
         self.folder = posixpath.dirname(label)
         self.files: dict[str, str] = {}
-        self.name: _Ref | None = None
-        self.inputs: dict[str, _Input] = {}
-        self.agents: dict[str, _Agent] = {}
-        self.goals: dict[str, _Goal] = {}
-        self.steps: list[_Step] = []
-        self.step_names: dict[str, _Ref] = {}
+        self.name: Ref | None = None
+        self.inputs: dict[str, Input] = {}
+        self.agents: dict[str, Agent] = {}
+        self.goals: dict[str, Goal] = {}
+        self.steps: list[Step] = []
+        self.step_names: dict[str, Ref] = {}
         self.plan_wide: bool | str | None = None
         self.pending: tuple[bool | str, int, int] | None = None  # SUPERVISED for the next GOAL
         self.goal_count = 0
@@ -201,7 +127,7 @@ class _Parser:
     # Pass one: the lines, in order; syntax, definitions and the files they name.
 
     def parse(self, text: str) -> None:
-        open_goal: _Goal | None = None
+        open_goal: Goal | None = None
         for number, raw in enumerate(text.split("\n"), start=1):
             line = raw[:-1] if raw.endswith("\r") else raw
             body = line.lstrip()
@@ -209,14 +135,14 @@ class _Parser:
                 continue
             indent = len(line) - len(body)
             if indent and open_goal is not None:
-                open_goal.parts.append(_Part(body.rstrip(), number, indent + 1))
+                open_goal.parts.append(Part(body.rstrip(), number, indent + 1))
                 continue
-            open_goal = self.statement(number, _Tokens(self, number, line))
+            open_goal = self.statement(number, Tokens(self, number, line))
         if self.pending is not None:
             _, line_no, col = self.pending
             self.fail(line_no, col, "SUPERVISED applies to the next GOAL, and none follows")
 
-    def statement(self, line: int, tokens: _Tokens) -> _Goal | None:
+    def statement(self, line: int, tokens: Tokens) -> Goal | None:
         """Parse one statement; the GOAL it defines, which indented lines may continue."""
         head = tokens.next("a keyword")
         if head.kind != "word":
@@ -244,16 +170,16 @@ class _Parser:
             self._supervised(line, head, tokens)
         return None
 
-    def _name(self, line: int, tokens: _Tokens) -> None:
+    def _name(self, line: int, tokens: Tokens) -> None:
         token = tokens.next("the workflow's name")
         if token.kind == "," or not token.text.strip():
             self.fail(line, token.col, "expected the workflow's name")
         tokens.end()
         if self.name is not None:
             self.fail(line, token.col, f"NAME is already given at line {self.name.line}")
-        self.name = _Ref(token.text, line, token.col)
+        self.name = Ref(token.text, line, token.col)
 
-    def _input(self, line: int, tokens: _Tokens) -> None:
+    def _input(self, line: int, tokens: Tokens) -> None:
         names = tokens.names("an input name")
         default: str | None = None
         if tokens.keyword("DEFAULT"):
@@ -268,9 +194,9 @@ class _Parser:
             if ref.name in self.inputs:
                 first = self.inputs[ref.name].ref.line
                 self.fail(line, ref.col, f"INPUT {ref.name} is already declared at line {first}")
-            self.inputs[ref.name] = _Input(ref, default)
+            self.inputs[ref.name] = Input(ref, default)
 
-    def _agent(self, line: int, tokens: _Tokens) -> None:
+    def _agent(self, line: int, tokens: Tokens) -> None:
         ref = tokens.name("an agent name")
         tokens.expect("FROM")
         path = tokens.path()
@@ -278,10 +204,10 @@ class _Parser:
         if ref.name in self.agents:
             first = self.agents[ref.name].ref.line
             self.fail(line, ref.col, f"AGENT {ref.name} is already defined at line {first}")
-        self.agents[ref.name] = _Agent(ref, self.resolve(path))
+        self.agents[ref.name] = Agent(ref, self.resolve(path))
         self.load(path)
 
-    def _goal(self, line: int, head: _Token, tokens: _Tokens) -> _Goal:
+    def _goal(self, line: int, head: Token, tokens: Tokens) -> Goal:
         self.goal_count += 1
         first = tokens.peek()
         if first is not None and first.kind == "word" and first.text != "FROM":
@@ -291,13 +217,13 @@ class _Parser:
             key, named, col = f"goal-{self.goal_count}", False, head.col
         outcome = tokens.next("a quoted outcome or FROM <path>")
         if outcome.kind == "string":
-            part = _Part(outcome.text, line, outcome.col + 1)
+            part = Part(outcome.text, line, outcome.col + 1)
         elif outcome.kind == "word" and outcome.text == "FROM":
             path = tokens.path()
-            part = _Part(self.load(path), line, path.col, path.text)
+            part = Part(self.load(path), line, path.col, path.text)
         else:
             self.fail(line, outcome.col, "expected a quoted outcome or FROM <path>")
-        using: list[_Ref] = []
+        using: list[Ref] = []
         if tokens.keyword("USING"):
             using = tokens.names("an agent name")
             seen: set[str] = set()
@@ -312,15 +238,15 @@ class _Parser:
         supervised = None
         if self.pending is not None:
             supervised, self.pending = self.pending[0], None
-        goal = _Goal(key, named, line, col, [part], using, supervised)
+        goal = Goal(key, named, line, col, [part], using, supervised)
         self.goals[key] = goal
         return goal
 
-    def _step(self, line: int, kind: str, tokens: _Tokens) -> None:
+    def _step(self, line: int, kind: str, tokens: Tokens) -> None:
         ref = tokens.name(f"the {kind}'s name")
         tokens.expect("USING")
         goals = tokens.names("a goal name")
-        within: _Ref | None = None
+        within: Ref | None = None
         if kind == "LOOP":
             tokens.expect("WITHIN")
             bound = tokens.next("a number or a $variable")
@@ -328,15 +254,15 @@ class _Parser:
                 _NUMBER.match(bound.text) or _WITHIN_VAR.match(bound.text)
             ):
                 self.fail(line, bound.col, "WITHIN needs a number or a $variable")
-            within = _Ref(bound.text, line, bound.col)
+            within = Ref(bound.text, line, bound.col)
         tokens.end()
         if ref.name in self.step_names:
             before = self.step_names[ref.name].line
             self.fail(line, ref.col, f"RUN or LOOP {ref.name} is already at line {before}")
         self.step_names[ref.name] = ref
-        self.steps.append(_Step(kind, ref, goals, within))
+        self.steps.append(Step(kind, ref, goals, within))
 
-    def _supervised(self, line: int, head: _Token, tokens: _Tokens) -> None:
+    def _supervised(self, line: int, head: Token, tokens: Tokens) -> None:
         value: bool | str = "human" if tokens.keyword("HUMAN") else True
         tokens.end()
         if self.goal_count == 0:
@@ -348,7 +274,7 @@ class _Parser:
         else:
             self.pending = (value, line, head.col)
 
-    def resolve(self, path: _PathToken) -> str:
+    def resolve(self, path: PathToken) -> str:
         """The repository path of a file named relative to the Agentfile."""
         if path.text.startswith("/"):
             self.fail(path.line, path.col, f"{path.text}: a path must be relative to the Agentfile")
@@ -357,7 +283,7 @@ class _Parser:
             self.fail(path.line, path.col, f"{path.text}: leaves the repository")
         return joined
 
-    def load(self, path: _PathToken) -> str:
+    def load(self, path: PathToken) -> str:
         self.resolve(path)
         if path.text not in self.files:
             try:
@@ -387,7 +313,7 @@ class _Parser:
         order = self.sequence(values)
         if not order:
             self.fail(1, 1, "no GOAL: there is nothing to import")
-        subtasks = _Builder(role, write_scope, self.plan_wide).subtasks(order)
+        subtasks = Builder(role, write_scope, self.plan_wide).subtasks(order)
         doc: dict[str, Any] = {"task_id": task_id, "created": created, "subtasks": subtasks}
         schemas.validate("plan", doc, self.label)
         return doc
@@ -407,7 +333,7 @@ class _Parser:
                 self.fail(1, 1, f"--input {name}: the Agentfile declares no INPUT {name}")
         return values
 
-    def agent(self, ref: _Ref, used_at: int) -> _Agent:
+    def agent(self, ref: Ref, used_at: int) -> Agent:
         found = self.agents.get(ref.name)
         if found is None:
             self.fail(ref.line, ref.col, f"AGENT {ref.name} is never defined")
@@ -419,7 +345,7 @@ class _Parser:
             )
         return found
 
-    def interpolate(self, part: _Part, values: Mapping[str, str]) -> str:
+    def interpolate(self, part: Part, values: Mapping[str, str]) -> str:
         def value(match: re.Match[str]) -> str:
             if match.group(0) == "$$":
                 return "$"
@@ -436,7 +362,7 @@ class _Parser:
 
         return _VARIABLE.sub(value, part.text)
 
-    def where(self, part: _Part, index: int) -> tuple[int, int, str]:
+    def where(self, part: Part, index: int) -> tuple[int, int, str]:
         """Where a goal text's character is: the Agentfile's place, and the file's if read."""
         if part.file is None:
             return part.line, part.col + index, ""
@@ -445,9 +371,9 @@ class _Parser:
         col = index - (before.rfind("\n") + 1) + 1
         return part.line, part.col, f"{part.file}:{line}:{col}: "
 
-    def sequence(self, values: Mapping[str, str]) -> list[tuple[_Goal, int | None]]:
+    def sequence(self, values: Mapping[str, str]) -> list[tuple[Goal, int | None]]:
         """The goals in the order they run, each with its LOOP bound."""
-        order: list[tuple[_Goal, int | None]] = []
+        order: list[tuple[Goal, int | None]] = []
         used: set[str] = set()
         for step in self.steps:
             bound = None if step.within is None else self.bound(step.within, values)
@@ -466,7 +392,7 @@ class _Parser:
         order.extend((g, None) for g in self.goals.values() if g.key not in used)
         return order
 
-    def bound(self, within: _Ref, values: Mapping[str, str]) -> int:
+    def bound(self, within: Ref, values: Mapping[str, str]) -> int:
         text = within.name
         if text.startswith("$"):
             name = text[1:]
@@ -480,183 +406,3 @@ class _Parser:
         if not _NUMBER.match(text) or len(digits) > 4 or not 1 <= int(digits) <= MAX_LOOP:
             self.fail(within.line, within.col, f"{shown} a whole number from 1 to {MAX_LOOP}")
         return int(digits)
-
-
-class _Tokens:
-    """One statement line's tokens, read front to back."""
-
-    def __init__(self, parser: _Parser, line: int, text: str) -> None:
-        self.parser = parser
-        self.line = line
-        self.items = list(self._split(text))
-        self.at = 0
-
-    def _split(self, text: str) -> Iterator[_Token]:
-        i, n = 0, len(text)
-        while i < n:
-            c = text[i]
-            if c.isspace():
-                i += 1
-            elif c == "#":
-                return
-            elif c == ",":
-                yield _Token(",", ",", i + 1, i + 2)
-                i += 1
-            elif c == '"':
-                close = text.find('"', i + 1)
-                if close < 0:
-                    self.parser.fail(self.line, i + 1, "the string has no closing quote")
-                yield _Token("string", text[i + 1 : close], i + 1, close + 2)
-                i = close + 1
-            else:
-                j = i
-                while j < n and not text[j].isspace() and text[j] not in ',"':
-                    j += 1
-                yield _Token("word", text[i:j], i + 1, j + 1)
-                i = j
-
-    def peek(self) -> _Token | None:
-        return self.items[self.at] if self.at < len(self.items) else None
-
-    def next(self, wanted: str) -> _Token:
-        token = self.peek()
-        if token is None:
-            self.parser.fail(self.line, self._end(), f"expected {wanted}")
-        self.at += 1
-        return token
-
-    def _end(self) -> int:
-        return self.items[self.at - 1].end if self.at else 1
-
-    def keyword(self, word: str) -> bool:
-        """Take the keyword `word` if it comes next."""
-        token = self.peek()
-        if token is not None and token.kind == "word" and token.text == word:
-            self.at += 1
-            return True
-        return False
-
-    def expect(self, word: str) -> None:
-        token = self.next(word)
-        if token.kind != "word" or token.text != word:
-            self.parser.fail(self.line, token.col, f"expected {word}, found {token.text!r}")
-
-    def end(self) -> None:
-        token = self.peek()
-        if token is not None:
-            self.parser.fail(self.line, token.col, f"unexpected {token.text!r}")
-
-    def name(self, wanted: str) -> _Ref:
-        token = self.next(wanted)
-        if token.kind == "word" and token.text in KEYWORDS:
-            self.parser.fail(self.line, token.col, f"expected {wanted}: {token.text} is a keyword")
-        if token.kind != "word" or not _NAME.match(token.text):
-            self.parser.fail(
-                self.line,
-                token.col,
-                f"expected {wanted} (a letter, then letters, digits or _), found {token.text!r}",
-            )
-        return _Ref(token.text, self.line, token.col)
-
-    def names(self, wanted: str) -> list[_Ref]:
-        """`a, b, c`: one name or more, separated by commas."""
-        found = [self.name(wanted)]
-        while True:
-            token = self.peek()
-            if token is None or token.kind != ",":
-                return found
-            self.at += 1
-            found.append(self.name(wanted))
-
-    def path(self) -> _PathToken:
-        token = self.next("a path")
-        if token.kind == "," or not token.text:
-            self.parser.fail(self.line, token.col, "expected a path")
-        return _PathToken(token.text, self.line, token.col)
-
-
-@dataclass(frozen=True)
-class _PathToken:
-    text: str
-    line: int
-    col: int
-
-
-class _Builder:
-    """Subtasks from the goals in order: ids made unique, each chained to what precedes it."""
-
-    def __init__(
-        self, role: str, write_scope: str | list[str], plan_wide: bool | str | None
-    ) -> None:
-        self.role = role
-        self.write_scope = write_scope
-        self.plan_wide = plan_wide
-        self.taken: set[str] = set()
-        self.tried: dict[str, int] = {}
-        self.made: list[dict[str, Any]] = []
-
-    def subtasks(self, order: list[tuple[_Goal, int | None]]) -> list[dict[str, Any]]:
-        last: list[str] = []
-        for goal, bound in order:
-            last = [self.group(goal, bound, last)]
-        return self.made
-
-    def group(self, goal: _Goal, bound: int | None, after: list[str]) -> str:
-        """The goal's subtasks, depending on `after`; the id of the one that ends it."""
-        own = self.unique(goal.key)
-        if len(goal.agents) <= 1:
-            persona = goal.agents[0] if goal.agents else None
-            text = goal.text if persona is None else _as_persona(persona, goal.text)
-            inputs = [] if persona is None else [persona.path]
-            self.add(own, text, inputs, after, goal, bound)
-            return own
-        ids = [self.unique(f"{goal.key}-{agent.ref.name}") for agent in goal.agents]
-        for sid, agent in zip(ids, goal.agents, strict=True):
-            self.add(sid, _as_persona(agent, goal.text), [agent.path], after, goal, bound)
-        text = f"Reconcile into one result what {', '.join(ids)} did, each as its persona: "
-        self.add(own, text + goal.text, [], ids, goal, bound)
-        return own
-
-    def add(
-        self,
-        sid: str,
-        text: str,
-        inputs: list[str],
-        after: list[str],
-        goal: _Goal,
-        bound: int | None,
-    ) -> None:
-        subtask: dict[str, Any] = {
-            "id": sid,
-            "role": self.role,
-            "goal": text,
-            "inputs": inputs,
-            "acceptance": [],
-            "write_scope": list(self.write_scope)
-            if isinstance(self.write_scope, list)
-            else self.write_scope,
-            "depends_on": list(after),
-        }
-        if bound is not None:
-            subtask["loop"] = {"max": bound, "until": "no_diff"}
-        supervised = goal.supervised if goal.supervised is not None else self.plan_wide
-        if supervised is not None:
-            subtask["supervised"] = supervised
-        self.made.append(subtask)
-
-    def unique(self, base: str) -> str:
-        candidate = base[:_ID_MAX]
-        # Where the search for `base` stopped last time: a goal run thousands of times
-        # should not make its ids one scan of all before them each.
-        n = self.tried.get(base, 1)
-        while candidate in self.taken:
-            n += 1
-            suffix = f"-{n}"
-            candidate = base[: _ID_MAX - len(suffix)] + suffix
-        self.tried[base] = n
-        self.taken.add(candidate)
-        return candidate
-
-
-def _as_persona(agent: _Agent, text: str) -> str:
-    return f"Work as the persona in {agent.path} (agent {agent.ref.name}): {text}"

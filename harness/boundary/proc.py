@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -18,12 +17,11 @@ from typing import IO
 
 from harness.base.errors import HarnessError
 from harness.boundary import sandbox
+from harness.boundary.pipes import Output
 
 CAP = 64 << 20  # bytes of each output stream kept when the caller names no cap
 GRACE_S = 1.0  # how long output may still arrive once the command is over
-POLL_S = 0.05  # the longest the end of a command goes unnoticed
 IDLE_GRACE_S = 5.0  # how long a command found stuck has to stop before it is killed
-CHUNK = 64 << 10  # read at a time: all of the output harness ever holds in memory
 
 
 @dataclass(frozen=True)
@@ -171,13 +169,14 @@ def run(
 
 def _streams(
     stack: ExitStack, cap: int, stdin: Path | None, stdout: Path | None, stderr: Path | None
-) -> tuple[_Output, IO[bytes] | int, int, int]:
+) -> tuple[Output, IO[bytes] | int, int, int]:
+    """The command's stdin, and the pipes its stdout and stderr write to."""
     # A file, not a pipe: a worker can never block waiting for input that will not come.
     fin: IO[bytes] | int = (
         stack.enter_context(stdin.open("rb")) if stdin is not None else subprocess.DEVNULL
     )
     # Pipes harness copies from, so what a command prints is bounded while it is written.
-    out = _Output(stack, cap)
+    out = Output(stack, cap)
     same = stdout is not None and stderr is not None and stderr.resolve() == stdout.resolve()
     fout = subprocess.DEVNULL
     if stdout is not None:
@@ -195,7 +194,7 @@ def _start(
     cwd: Path,
     env: Mapping[str, str],
     boxed: _Boxed | None,
-    out: _Output,
+    out: Output,
     fds: tuple[IO[bytes] | int, int, int],
 ) -> subprocess.Popen[bytes]:
     """The command started in a new session, its group known to stop_all."""
@@ -226,7 +225,7 @@ def _start(
 
 def _wait(
     proc: subprocess.Popen[bytes],
-    out: _Output,
+    out: Output,
     boxed: _Boxed | None,
     stages: list[tuple[float, signal.Signals, str]],
     idle_s: float | None,
@@ -279,86 +278,6 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
         _LIVE.discard(proc.pid)
     if proc.returncode is None:
         proc.wait()
-
-
-@dataclass
-class _Sink:
-    names: tuple[str, ...]  # the streams that write to it: two when they share a file
-    file: IO[bytes]
-    kept: int = 0
-    cut: bool = False
-
-
-class _Output:
-    """The command's output pipes, copied into their files: the first `cap` bytes of each
-    kept, the rest read and dropped so the command never blocks on a full pipe. One thread,
-    one small buffer, however much the command prints."""
-
-    def __init__(self, stack: ExitStack, cap: int) -> None:
-        self._stack = stack
-        self._cap = cap
-        self.last = time.monotonic()  # when the command last printed anything
-        self._selector = selectors.DefaultSelector()
-        stack.callback(self._selector.close)
-        self._sinks: list[_Sink] = []
-        self._ends: list[int] = []  # the command's ends, ours to close once it has them
-        stack.callback(self.started)
-
-    def pipe(self, path: Path, names: tuple[str, ...]) -> int:
-        """A pipe into `path` (truncated); returns the end to give the command."""
-        sink = _Sink(names, self._stack.enter_context(path.open("wb")))
-        read, write = os.pipe()
-        self._stack.callback(os.close, read)
-        self._ends.append(write)
-        os.set_blocking(read, False)
-        self._selector.register(read, selectors.EVENT_READ, sink)
-        self._sinks.append(sink)
-        return write
-
-    def started(self) -> None:
-        """Our copies of the command's ends closed, so its exit brings end of file."""
-        while self._ends:
-            os.close(self._ends.pop())
-
-    @property
-    def cut(self) -> tuple[str, ...]:
-        """The streams that went past the cap."""
-        return tuple(name for sink in self._sinks if sink.cut for name in sink.names)
-
-    def copy_until_exit(self, proc: subprocess.Popen[bytes], timeout: float | None) -> bool:
-        """Copy output until `proc` ends (True) or `timeout` seconds pass (False)."""
-        end = None if timeout is None else time.monotonic() + timeout
-        wait = 0.0005  # short commands end fast: look often at first, as Popen.wait does
-        while proc.poll() is None:
-            left = POLL_S if end is None else end - time.monotonic()
-            if left <= 0:
-                return False
-            self._copy(min(left, wait))
-            wait = min(wait * 2, POLL_S)
-        return True
-
-    def drain(self, grace_s: float) -> None:
-        """Copy what is left until every pipe is closed or `grace_s` has passed."""
-        end = time.monotonic() + grace_s
-        while self._selector.get_map() and (left := end - time.monotonic()) > 0:
-            self._copy(left)
-
-    def _copy(self, timeout: float) -> None:
-        for key, _ in self._selector.select(timeout):
-            sink: _Sink = key.data
-            try:
-                chunk = os.read(key.fd, CHUNK)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                self._selector.unregister(key.fd)
-                continue
-            self.last = time.monotonic()
-            room = self._cap - sink.kept
-            if room > 0:
-                sink.file.write(chunk[:room])
-                sink.kept += min(room, len(chunk))
-            sink.cut = sink.cut or len(chunk) > room
 
 
 class _Boxed:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from harness.base.printable import printable
-from harness.step import orchestrator, recording
+from harness.step import recording
+
+if TYPE_CHECKING:  # the commands that record have loaded the orchestrator already
+    from harness.step.orchestrator import Task
 
 
-def record(task: orchestrator.Task) -> None:
+def record(task: Task) -> None:
     for line in recording.record(task):
         print(f"harness: not recorded: {printable(line)}", file=sys.stderr)

@@ -9,7 +9,7 @@ commit holding the plan, checklist, log, tokens and exchanges. Commits go throug
 `git fast-import`, which is asked for each commit's id as the log needs it.
 
 Printed: the audit's time against jq's on the same log (target <= 1.0x), and the audit
-process's peak RSS at the full size against a tenth of it (target <= 1.5x); git's child
+process's peak RSS at the full size against a tenth of it (target <= 1.2x); git's child
 processes' peak is shown beside it. Generating the full size takes about a minute; --keep
 keeps the repositories for the next run. Linux only (the peak is read from /proc).
 
@@ -432,7 +432,7 @@ def main() -> int:
         f"{peak_tenth / 1024:.1f} MiB at a tenth (git children: {git_peak / 1024:.1f} and "
         f"{git_tenth / 1024:.1f} MiB)"
     )
-    print(f"RSS ratio: {peak / peak_tenth:.2f}x (target <= 1.5x)")
+    print(f"RSS ratio: {peak / peak_tenth:.2f}x (target <= 1.2x)")
     return 0
 
 

@@ -88,3 +88,11 @@ def test_log_imports_its_own_command_alone(sample: Sample) -> None:
     modules = loaded("log", "demo", "--repo", str(sample.root))
     assert commands(modules) == {"harness.cli.commands.log"}
     assert not (NEVER_FOR_READING | {"harness.boundary.sandbox"}) & modules
+
+
+def test_plan_show_imports_neither_the_importers_nor_the_pre_flight(sample: Sample) -> None:
+    sample.write_plan([subtask("T1")])
+    modules = loaded("plan", "show", "demo", "--repo", str(sample.root))
+    assert commands(modules) == {"harness.cli.commands.plan_show"}
+    assert not NEVER_FOR_READING & modules
+    assert not {"harness.step.preflight", "harness.step.drafting", "yaml"} & modules

@@ -180,18 +180,18 @@ def _positional(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def _plan(pl: _Commands) -> None:
-    pl.on_task("validate", "plan:validate", "check a plan and its pre-flight", _json)
-    pl.on_task("show", "plan:show", "print a plan in run order", _json)
+    pl.on_task("validate", "plan_validate:validate", "check a plan and its pre-flight", _json)
+    pl.on_task("show", "plan_show:show", "print a plan in run order", _json)
     pl.on_task(
         "draft",
-        "plan:draft",
+        "plan_draft:draft",
         "ask the planning agent for plan.draft.json",
         lambda p: _required(p, "--goal"),
     )
-    pl.on_task("accept", "plan:accept", "print the draft and promote it to plan.json")
+    pl.on_task("accept", "plan_draft:accept", "print the draft and promote it to plan.json")
     pl.add(
         "import",
-        "plan:import_plan",
+        "plan_import:import_plan",
         "write plan.json from an Agentfile or a Glee workflow",
         _plan_import,
     )

@@ -158,3 +158,26 @@ def test_the_cache_keeps_the_newest_entries(repo: Path, tmp_path: Path) -> None:
     probe(agent, repo, N=str(probes.KEEP))
     probe(agent, repo, N="0")
     assert calls(counter) == probes.KEEP + 2
+
+
+def test_the_cli_a_shim_drives_is_part_of_its_key(repo: Path, tmp_path: Path) -> None:
+    agent, counter = counting(tmp_path)
+    package = tmp_path / "lib" / "node_modules" / "fakecli"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text('{"version": "1.0.0"}')
+    (package / "cli.sh").write_text("#!/bin/sh\n")
+    (package / "cli.sh").chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "fakecli").symlink_to(package / "cli.sh")
+    shim = Agent("a", agent.cmd, ">=1", ("review",), (), (), None, cli="fakecli")
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    for _ in range(2):
+        registry.probe(
+            shim, repo, proc.base_env(repo / "home", [], {"PATH": path}), None, state(repo)
+        )
+    assert calls(counter) == 1
+    # An update that rewrites the package's version but not its entry script.
+    (package / "package.json").write_text('{"version": "1.0.1"}')
+    registry.probe(shim, repo, proc.base_env(repo / "home", [], {"PATH": path}), None, state(repo))
+    assert calls(counter) == 2

@@ -278,11 +278,14 @@ def probe(
 
 
 def _drives(agent: Agent, env: dict[str, str], box: sandbox.Box | None) -> list[Path]:
-    """The programs a shim's `--version` runs beside itself: its CLI as found on the PATH it
-    is given, and what its sandbox links in (the CLI and its runtime)."""
+    """The files a shim's `--version` reads beside its own: its CLI as found on the PATH it
+    is given, what its sandbox links in (the CLI and its runtime), and the package.json of
+    an npm package among them (an update may leave the entry script as it was)."""
     found = shutil.which(agent.cli, path=env.get("PATH", os.defpath)) if agent.cli else None
     programs = [host for _, host in box.programs] if box is not None else []
-    return ([Path(found)] if found else []) + programs
+    drives = ([Path(os.path.realpath(found))] if found else []) + programs
+    packages = {root for p in drives if (root := installed.package_root(p)) is not None}
+    return drives + sorted(root / "package.json" for root in packages)
 
 
 def version_in(text: str) -> Version | None:

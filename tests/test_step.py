@@ -10,7 +10,7 @@ import pytest
 from harness.record import protocol
 from harness.record.progress import GENESIS, line_hash
 from harness.repository import repo
-from harness.step import orchestrator
+from harness.step.subtask import MAX_BACKOFF_S, Subtask
 
 from .conftest import Sample, calc_patch, err, new_file_patch, ok, subtask
 
@@ -620,9 +620,9 @@ def test_a_retry_waits_the_retry_after_the_model_api_asked_for(sample: Sample) -
 
 def test_a_retry_after_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """A model API asking for an hour gets a minute: harness owns time."""
-    sub = orchestrator.Subtask.__new__(orchestrator.Subtask)
+    sub = Subtask.__new__(Subtask)
     failed = {"event": "subagent_failed", "details": {"kind": "retryable", "retry_after_s": 3600}}
-    monkeypatch.setattr(orchestrator.Subtask, "previous_failure", lambda self, att: failed)
-    assert sub.backoff(protocol.Attempt(2, 0)) == orchestrator.MAX_BACKOFF_S == 60.0
+    monkeypatch.setattr(Subtask, "previous_failure", lambda self, att: failed)
+    assert sub.backoff(protocol.Attempt(2, 0)) == MAX_BACKOFF_S == 60.0
     failed["details"].pop("retry_after_s")
     assert sub.backoff(protocol.Attempt(2, 0)) == 0.0

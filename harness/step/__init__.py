@@ -1,2 +1,2 @@
-"""Running a task: the orchestrator (the run's scheduler and a subtask's phases), supervision,
-budgets, pre-flight, nested plans, the live view and drafting a plan."""
+"""Running a task: the scheduler (orchestrator) and a subtask's phases (phases, each in its
+own module), supervision, budgets, pre-flight, nested plans, the live view and drafting a plan."""

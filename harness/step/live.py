@@ -1,5 +1,5 @@
 """Live progress of `run` and `next`: a line as a worker call starts and as each phase ends,
-or, on a terminal, a board of the subtasks redrawn in place.
+or, on a terminal, a board of the subtasks redrawn in place; and the step's notices (tell).
 
 Elapsed time is wall time from an injected clock. It is printed and never recorded: nothing
 here reaches the log, an exchange or a commit, which stay reproducible bit for bit.
@@ -309,3 +309,8 @@ def _elapsed(seconds: float) -> str:
         return f"{seconds:.1f}s"
     minutes, rest = divmod(int(seconds), 60)
     return f"{minutes}m{rest:02d}s"
+
+
+def tell(line: str) -> None:
+    """A notice the step cannot return, since it goes on: printed at once, one line."""
+    print("harness: " + printable(line), file=sys.stderr)

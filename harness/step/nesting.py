@@ -7,30 +7,28 @@ log's last line and the record commit that holds that log. So an auditor can fol
 link, and a replay of the parent can take the nested task's commits once that task's own
 replay has rebuilt them.
 
-Before anything runs, the whole tree is checked. Every plan it names must exist and be
-valid. No plan may run itself through others: that is a cycle, refused with its path. No
-plan may nest deeper than [limits] max_depth. No nested plan may set a budget above what
-the plans above it allow the unit. Budgets are shared down the tree: every call a nested plan
-makes is counted, and checked, against each plan above it too.
+This module holds what needs no running task: the tree checked, its spending counted, and
+how a unit ended (Unit); units.py runs one. Before anything runs, the whole tree is checked.
+Every plan it names must exist and be valid. No plan may run itself through others: that is
+a cycle, refused with its path. No plan may nest deeper than [limits] max_depth. No nested
+plan may set a budget above what the plans above it allow the unit. Budgets are shared down
+the tree: every call a nested plan makes is counted, and checked, against each plan above it
+too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from harness.base.clock import SystemClock
-from harness.base.errors import AwaitingApproval, Halted, InvalidInput
+from harness.base.errors import InvalidInput
 from harness.record.progress import Log
 from harness.repository.layout import Layout
 from harness.spec import plan as plan_mod
 from harness.spec.config import Config
 from harness.spec.plan import Plan, Subtask
-from harness.step import budgets, recording
-from harness.step.live import Live
-
-if TYPE_CHECKING:  # the orchestrator runs units through this module and is imported first
-    from harness.step.orchestrator import Task
+from harness.step import budgets
 
 
 class Tree:
@@ -164,80 +162,3 @@ class Unit(NamedTuple):
     error: str | None  # None: the nested task completed
     log_head: str  # the hash of the nested log's last line
     commit: str  # the head after the nested task's record commit, which holds that log
-
-
-def run(parent: Task, sub: Subtask, account: budgets.Account, slots: int) -> Unit:
-    """Run the task `sub` names to its end (complete, or halted) and record it."""
-    from harness.step import orchestrator
-
-    assert sub.plan is not None
-    if parent.depth + 1 > parent.config.max_depth:  # Task.load checked the tree; a plan changed
-        raise InvalidInput(
-            f"task {sub.plan} would nest {parent.depth + 1} deep, more than [limits] "
-            f"max_depth {parent.config.max_depth} allows"
-        )
-    child = orchestrator.Task.load(
-        parent.layout, sub.plan, parent.log.clock, depth=parent.depth + 1
-    )
-    child.worker, child.probed, child.person = parent.worker, parent.probed, parent.person
-    child.live = Prefixed(parent.live, f"{sub.plan}/")
-    error = None
-    try:
-        for _ in orchestrator.steps(child, once=False, slots=child.slots(slots), up=(account, sub)):
-            pass
-    except AwaitingApproval:
-        raise  # the unit stays open, as after a kill: the run after the person's goes on
-    except Halted as halt:
-        error = f"task {sub.plan}: {halt}"
-    finally:
-        for line in recording.record(child):
-            orchestrator.tell(f"not recorded: {line}")
-        child.git.close()
-    # The nested task's spends of one-shot tokens are in the store now: what this task
-    # read of it before is not what its record will hold.
-    parent.token_store()
-    # Its latest record holds its log as it ended: made just now, or, when this run added
-    # no line (the task had completed before), made when it last did.
-    last = parent.git.task_commits(sub.plan, "HEAD", most=1, records=True)
-    return Unit(error, child.log.head, last[0][0] if last else parent.git.head())
-
-
-def resume(parent: Task, reason: str) -> list[str]:
-    """Resolve the blocker of every task nested under `parent` that is blocked (a person
-    resuming a task resumes what it runs), recording each; the tasks resolved."""
-    from harness.step import orchestrator
-
-    resolved: list[str] = []
-    for sub in parent.plan.subtasks:
-        if sub.plan is None or not parent.layout.log(sub.plan).is_file():
-            continue
-        child = orchestrator.Task.load(
-            parent.layout, sub.plan, parent.log.clock, depth=parent.depth + 1
-        )
-        try:
-            if child.model.blocker is not None:
-                orchestrator.resume(child, reason)  # and what it runs, in turn
-                resolved.append(sub.plan)
-            else:
-                resolved += resume(child, reason)
-            for line in recording.record(child):
-                orchestrator.tell(f"not recorded: {line}")
-        finally:
-            child.git.close()
-    return resolved
-
-
-class Prefixed:
-    """A nested task's progress, each subtask named under the task that runs it."""
-
-    def __init__(self, live: Live, prefix: str) -> None:
-        self.live, self.prefix = live, prefix
-
-    def started(self, subtask: str, agent: str, role: str, retry: bool) -> None:
-        self.live.started(self.prefix + subtask, agent, role, retry)
-
-    def ended(self, subtask: str, phase: str, ok: bool, outcome: str | None = None) -> None:
-        self.live.ended(self.prefix + subtask, phase, ok, outcome)
-
-    def returned(self, subtask: str) -> None:
-        self.live.returned(self.prefix + subtask)

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from harness.record import recordset
-
-if TYPE_CHECKING:  # the orchestrator imports what this module needs first
-    from harness.step.orchestrator import Task
+from harness.step.task import Task
 
 
 def record(task: Task) -> list[str]:

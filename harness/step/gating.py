@@ -1,0 +1,60 @@
+"""The gate phase: the call's write token checked again as its change lands, and every diff
+held to the subtask's rules (diffgate) before anything is applied.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.gate import diffgate
+from harness.record import envelope, tokens
+from harness.step.subtask import Subtask, token_of
+
+
+def gate(job: Subtask, call: envelope.Call, result: dict[str, Any]) -> list[diffgate.Change] | None:
+    """The answer's diffs as changes the gate let through; None after a refusal, logged."""
+    token = token_for_apply(job, call)
+    if token is None:
+        job.phase("gate", False)
+        return None
+    try:
+        changes = diffgate.check(result["diffs"], rules(job, token))
+    except diffgate.DiffRefused as refused:
+        job.phase("gate", False)
+        job.fail(str(refused), "gate")
+        return None
+    job.phase("gate", True)
+    return changes
+
+
+def token_for_apply(job: Subtask, call: envelope.Call) -> tokens.Token | None:
+    """The invocation's token, checked again now (expiry, revocation, one-shot)."""
+    token_id = token_of(call)
+    if token_id is None:
+        job.fail("diffs returned but the call had no write token (write_scope none)", "gate")
+        return None
+    known = job.task.token_store()
+    found = next((t for t in known if t.id == token_id), None)
+    why = "it no longer exists" if found is None else found.usable_at(job.task.log.now())
+    if why is not None:
+        job.fail(f"write token {token_id}: {why}", "gate")
+        return None
+    return found
+
+
+def rules(job: Subtask, token: tokens.Token) -> diffgate.Rules:
+    cfg, sub = job.task.config, job.sub
+    return diffgate.Rules(
+        write_scope=sub.write_scope,
+        token_paths=token.paths,
+        readonly=cfg.readonly,
+        creates=sub.creates,
+        cited=frozenset(sub.inputs) | job.task.model.made(sub.id),
+        manifests=cfg.manifests,
+        no_new_deps=not sub.allow_new_deps,
+        special=job.task.git.specials(job.task.git.head()),
+        tree=job.task.git.paths(job.task.git.head()),
+        allow_mode_change=sub.allow_mode_change,
+        max_bytes=cfg.max_diff_bytes,
+        max_files=cfg.max_files,
+    )

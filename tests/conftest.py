@@ -8,8 +8,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -292,34 +293,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # What a test not marked e2e must not start: the harness CLI or a worker module (named in a
 # word: `-m harness.cli`, or code given to `-c` that imports it), bwrap, an agent CLI (the real
-# one or a fake: a stand-in the test wrote in its own folder is fine) or a launcher (`*-cli`).
+# one or a fake of tests/; a stand-in the test wrote in a temporary folder is fine) or a
+# launcher (`*-cli`).
 _AGENT_CLIS = frozenset({"claude", "codex", "gemini"})
+_TEMP = Path(tempfile.gettempdir()).resolve()
 
 
-def _e2e_program(args: Any, env: Mapping[str, str] | None, own: Path) -> str | None:
+def _e2e_program(args: Any, env: Mapping[str, str] | None) -> str | None:
     argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
     words = [os.fsdecode(word) for word in argv]
-    path = (env or os.environ).get("PATH")
     for word in words:
         base = os.path.basename(word)
         if any(m in word for m in E2E_MODULES) or base == "bwrap" or base.endswith("-cli"):
             return " ".join(words)
-        if base in _AGENT_CLIS:
-            found = shutil.which(word, path=path)
-            if found is None or not Path(found).resolve().is_relative_to(own):
+        found = shutil.which(word, path=(env or os.environ).get("PATH"))
+        if base in _AGENT_CLIS and found is not None:
+            where = Path(found).resolve()
+            if where.is_relative_to(ROOT) or not where.is_relative_to(_TEMP):
                 return " ".join(words)
     return None
 
 
 @contextlib.contextmanager
-def watching(own: Path) -> Iterator[list[str]]:
+def watching() -> Iterator[list[str]]:
     """The programs only an e2e test may start, as they are started while inside (they still
-    run); `own` is where the test's own stand-ins may be."""
+    run)."""
     started: list[str] = []
     real = subprocess.Popen.__init__
 
     def watched(self: subprocess.Popen[Any], args: Any, *rest: Any, **kw: Any) -> None:
-        program = _e2e_program(args, kw.get("env"), own)
+        program = _e2e_program(args, kw.get("env"))
         if program is not None:
             started.append(program)
         real(self, args, *rest, **kw)
@@ -331,16 +334,29 @@ def watching(own: Path) -> Iterator[list[str]]:
         setattr(subprocess.Popen, "__init__", real)  # noqa: B010
 
 
-@pytest.fixture(autouse=True)
-def _fast_tests_stay_in_process(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
-    """Fails a test outside the e2e marker that started what only an e2e test may: the fast
-    loop would otherwise grow slow unseen. The process still runs; the test fails after."""
-    if request.node.get_closest_marker("e2e"):
-        yield
-        return
-    with watching(tmp_path_factory.getbasetemp().resolve()) as started:
-        yield
+def _in_process(item: pytest.Item) -> Generator[None, None, None]:
+    """Fails a test outside the e2e marker that started, in its setup (a module's fixtures
+    too), call or teardown, what only an e2e test may: the fast loop would otherwise grow slow
+    unseen. The process still runs; the phase fails after it."""
+    if item.get_closest_marker("e2e"):
+        return (yield)
+    with watching() as started:
+        result = yield
     if started:
         pytest.fail(f"not marked e2e but started {started[0]!r}", pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _in_process(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _in_process(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _in_process(item))

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Sample, _e2e_program, _uses_the_cli, watching
+from .conftest import ROOT, Sample, _e2e_program, _uses_the_cli, watching
+
+FAKES = ROOT / "tests" / "fakes"
 
 
 def _starts_the_cli(s: Sample) -> subprocess.CompletedProcess[str]:
@@ -41,8 +43,8 @@ def test_a_test_using_git_only_is_not_e2e(request: pytest.FixtureRequest, tmp_pa
         ["claude", "--version"],
     ],
 )
-def test_the_guard_knows_what_only_an_e2e_test_may_start(argv: list[str], tmp_path: Path) -> None:
-    assert _e2e_program(argv, {"PATH": "/usr/bin"}, tmp_path) == " ".join(argv)
+def test_the_guard_knows_what_only_an_e2e_test_may_start(argv: list[str]) -> None:
+    assert _e2e_program(argv, {"PATH": str(FAKES)}) == " ".join(argv)
 
 
 def test_git_python_and_a_stand_in_the_test_wrote_are_not_e2e(tmp_path: Path) -> None:
@@ -51,15 +53,15 @@ def test_git_python_and_a_stand_in_the_test_wrote_are_not_e2e(tmp_path: Path) ->
     stub.write_text("#!/bin/sh\necho 2.1.330\n")
     stub.chmod(0o755)
     env = {"PATH": str(stub.parent)}
-    assert _e2e_program(["git", "status"], env, tmp_path) is None
-    assert _e2e_program([sys.executable, "-c", "pass"], env, tmp_path) is None
-    assert _e2e_program(["claude", "--version"], env, tmp_path) is None
-    assert _e2e_program("claude", env, tmp_path / "elsewhere") is not None
+    assert _e2e_program(["git", "status"], env) is None
+    assert _e2e_program([sys.executable, "-c", "pass"], env) is None
+    assert _e2e_program(["claude", "--version"], env) is None
+    assert _e2e_program("claude", {"PATH": str(FAKES)}) is not None
 
 
 @pytest.mark.e2e  # it starts what the guard flags, which only an e2e test may
-def test_the_guard_sees_a_program_started_while_it_watches(tmp_path: Path) -> None:
-    with watching(tmp_path) as started:
+def test_the_guard_sees_a_program_started_while_it_watches() -> None:
+    with watching() as started:
         subprocess.run([sys.executable, "-c", "pass", "harness.cli"], check=True)
         subprocess.run(["git", "--version"], capture_output=True, check=True)
     assert started == [f"{sys.executable} -c pass harness.cli"]

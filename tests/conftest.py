@@ -300,16 +300,19 @@ _TEMP = Path(tempfile.gettempdir()).resolve()
 
 
 def _e2e_program(args: Any, env: Mapping[str, str] | None) -> str | None:
+    """The command line `args` (as Popen takes them) if it starts what only an e2e test may."""
     argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
     words = [os.fsdecode(word) for word in argv]
     for word in words:
         base = os.path.basename(word)
         if any(m in word for m in E2E_MODULES) or base == "bwrap" or base.endswith("-cli"):
             return " ".join(words)
-        found = shutil.which(word, path=(env or os.environ).get("PATH"))
-        if base in _AGENT_CLIS and found is not None:
-            where = Path(found).resolve()
-            if where.is_relative_to(ROOT) or not where.is_relative_to(_TEMP):
+        if base in _AGENT_CLIS:
+            found = shutil.which(word, path=(env or os.environ).get("PATH"))
+            where = Path(found).resolve() if found is not None else None
+            if where is not None and (
+                where.is_relative_to(ROOT) or not where.is_relative_to(_TEMP)
+            ):
                 return " ".join(words)
     return None
 

@@ -181,3 +181,13 @@ def test_the_cli_a_shim_drives_is_part_of_its_key(repo: Path, tmp_path: Path) ->
     (package / "package.json").write_text('{"version": "1.0.1"}')
     registry.probe(shim, repo, proc.base_env(repo / "home", [], {"PATH": path}), None, state(repo))
     assert calls(counter) == 2
+
+
+def test_a_state_folder_that_cannot_be_written_only_leaves_the_cache_out(
+    repo: Path, tmp_path: Path
+) -> None:
+    agent, counter = counting(tmp_path)
+    state(repo).rmdir()
+    state(repo).write_text("")  # a file where the folder should be
+    assert probe(agent, repo) == probe(agent, repo) == "1.2.3"
+    assert calls(counter) == 2

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from pathlib import Path
 
 import orjson
@@ -83,8 +84,11 @@ def _is_digest(text: str) -> bool:
 
 def store(path: Path, entries: dict[str, str], digest: str, output: str) -> None:
     """Add one probe's output, keeping the newest KEEP; written whole and atomically, so a
-    command reading it at the same time sees the old cache or the new one."""
+    command reading it at the same time sees the old cache or the new one. A state folder
+    that cannot be written (a read-only checkout, say) leaves the cache as it was: a
+    command that needs no other state must not fail for want of a cache."""
     kept = {k: v for k, v in entries.items() if k != digest}
     kept[digest] = output
     newest = [[k, v] for k, v in list(kept.items())[-KEEP:]]
-    files.atomic_write(path, files.dumps({"probes": newest}))
+    with suppress(OSError):
+        files.atomic_write(path, files.dumps({"probes": newest}))

@@ -97,7 +97,8 @@ def problem(name: str, instance: object) -> str | None:
     and no schema here puts a pattern under `not` or in `oneOf` branches one value could
     match both of (tests/test_schemas.py holds it to that). So jsonschema runs, and is
     imported, only for what the compiled schema refuses: to word the problem, or to take
-    what only it takes."""
+    what only it takes. Instances are JSON values, as parsed or built to be written: the
+    compiled schema would take a tuple for an array, which jsonschema refuses."""
     try:
         fast_validator(name)(instance)
     except fastjsonschema.JsonSchemaException:

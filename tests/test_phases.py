@@ -26,6 +26,7 @@ from harness.step import (
 from harness.step.subtask import Subtask
 from harness.step.task import Task
 
+from .builders import sub
 from .conftest import subtask
 from .scripted import Scripted, load, repository
 
@@ -137,21 +138,7 @@ def outcome(diffs: int) -> worker.Outcome:
     return worker.Outcome("ok", result=result)
 
 
-WRITER = plan_mod.Subtask(
-    id="T1",
-    role="localized-impl",
-    goal="Goal of T1",
-    inputs=("src/calc.py",),
-    acceptance=(),
-    write_scope=("src/**",),
-    depends_on=(),
-    creates=(),
-    agents=(),
-    token=None,
-    allow_new_deps=False,
-    allow_mode_change=False,
-    allow_api_change=False,
-)
+WRITER = sub("T1")
 
 
 @pytest.mark.parametrize(

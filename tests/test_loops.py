@@ -152,9 +152,6 @@ def test_a_round_may_change_the_files_earlier_rounds_created(sample: Sample) -> 
         "rounds": 4,
         "stopped": "no_diff",
     }
-    blob = prompt_of(sample, events(sample, "subagent_invoked")[2]["details"]["call_id"])
-    loop_text = {b["name"]: b["text"] for b in blob["payload"]["inputs"]["blobs"]}
-    assert "src/r1.py" in loop_text["harness/loop.txt"]
     clean(sample)
 
 

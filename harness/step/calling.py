@@ -218,8 +218,7 @@ def blobs(
         found.append({"name": "harness/correction.txt", "text": correction})
     loop, rounds = job.sub.loop, job.task.model.rounds(job.sub.id)
     if loop is not None and rounds > 1:
-        made = sorted(job.task.model.made(job.sub.id))
-        found.append({"name": "harness/loop.txt", "text": _round_text(rounds, loop, made)})
+        found.append({"name": "harness/loop.txt", "text": _round_text(rounds, loop)})
     return found
 
 
@@ -247,16 +246,16 @@ def _answer(
     return result
 
 
-def _round_text(rounds: int, loop: plan_mod.Loop, made: list[str]) -> str:
+def _round_text(rounds: int, loop: plan_mod.Loop) -> str:
+    # The text is part of the call's envelope, hence of its call_id: a word changed here
+    # makes every recorded loop round replay as a different call.
     until = {
         "no_diff": "answer with no diffs once nothing is left to do",
         "acceptance": "it ends once the acceptance criteria hold",
     }[loop.until]
-    # The scripted worker reads the round from the first line: it stays "Round N of ...".
-    own = "".join(f"{path}\n" for path in made)
     return (
         f"Round {rounds} of at most {loop.rounds}: the base holds the earlier rounds' "
-        f"changes; {until}.\nFiles the earlier rounds changed, yours to change too:\n{own}"
+        f"changes; {until}.\n"
     )
 
 

@@ -67,6 +67,20 @@ def test_a_file_where_the_commit_has_none_is_not_its_version(repo: Repo, where: 
     assert repo.matches("new.txt", [parent]) is (where == "none")
 
 
+def test_working_files_are_hashed_as_git_would_add_them_whatever_their_names(
+    repo: Repo,
+) -> None:
+    names = ["n\nl", "cr\r", '"lead', "b\\s", "d \u00e9/f", "x.txt"]
+    parent = commit_files(repo.root, {".gitattributes": "*.txt text eol=crlf\n"})
+    made = commit_files(repo.root, dict.fromkeys(names, "p\n"))
+    # Line ends git converts on adding are no change of the user's.
+    (repo.root / "x.txt").write_bytes(b"p\r\n")
+    assert repo.unmatched(names, [made]) == []
+    (repo.root / "cr\r").write_text("mine\n")
+    assert repo.unmatched(names, [made]) == ["cr\r"]
+    assert repo.unmatched(names, [parent]) == names
+
+
 @pytest.mark.parametrize("name", [":!b.py", "b.py"])
 def test_sync_takes_paths_as_names_never_as_patterns(repo: Repo, name: str) -> None:
     # As a pathspec, `:!b.py` is every path but b.py: the user's a.py among them.

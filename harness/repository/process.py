@@ -1,6 +1,7 @@
 """How harness runs git: the options and environment every call carries, Git (one
-repository's git commands, the core every part of Repo stands on), and Spool (git in the
-background, its output in a temporary file, read in records)."""
+repository's git commands, the core every part of Repo stands on), Spool (git in the
+background, its output in a temporary file, read in records), and paths written for git to
+read on its input."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 import git
 
@@ -48,9 +49,15 @@ class Git:
         """Stop GitPython's helper processes (cat-file); a long-lived caller must."""
         self.repo.close()
 
-    def git(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    def git(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        stdin: BinaryIO | None = None,
+    ) -> str:
         """Run git; a failure is a HarnessError carrying git's last line of complaint."""
-        code, out, err = self.try_git(*args, cwd=cwd, env=env)
+        code, out, err = self.try_git(*args, cwd=cwd, env=env, stdin=stdin)
         if code != 0 and "index.lock': File exists" in err:
             raise self._stale_lock(args[0])
         if code != 0:
@@ -59,11 +66,18 @@ class Git:
         return out
 
     def try_git(
-        self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        stdin: BinaryIO | None = None,
     ) -> tuple[int, str, str]:
+        """Run git, its input read from `stdin` (a real file) if given: (exit code, output,
+        complaints)."""
         runner = git.Git(str(cwd or self.root))
         code, out, err = runner.execute(
             ["git", *_PREFIX, *self.guard, *args],
+            istream=stdin,
             with_extended_output=True,
             with_exceptions=False,
             env={**_ENV, **(env or {})},
@@ -162,3 +176,10 @@ def env_without_git() -> None:
     """Drop inherited GIT_* variables once, so they can't redirect harness's git calls."""
     for name in [n for n in os.environ if n.startswith("GIT_")]:
         del os.environ[name]
+
+
+def stdin_path(path: str) -> bytes:
+    """`path` as a line `git hash-object --stdin-paths` reads back whole: C-quoted, so that a
+    line end, a carriage return or a leading quote in it stays part of the name."""
+    raw = os.fsencode(path).replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+    return b'"' + raw.replace(b"\n", b"\\n").replace(b"\r", b"\\r") + b'"\n'

@@ -6,18 +6,17 @@ builds trees away from them (Trees); here the branch is written."""
 
 from __future__ import annotations
 
-import io
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import git
 from git.exc import InvalidGitRepositoryError, NoSuchPathError
-from gitdb.base import IStream
 
 from harness.base import clock
 from harness.base.errors import HarnessError, InvalidInput
 from harness.repository.history import trailers
-from harness.repository.process import LITERAL, Spool, env_without_git, split
+from harness.repository.process import LITERAL, Spool, env_without_git, split, stdin_path
 from harness.repository.trees import Trees
 from harness.repository.worktree import WorkTree
 
@@ -106,10 +105,10 @@ class Repo(WorkTree, Trees):
             self.git("read-tree", head, env=env)
             if dropped:
                 self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *dropped, env=env)
+            names = sorted(taken)
             infos = []
-            for path, data in sorted(taken.items()):
-                blob = self.repo.odb.store(IStream(git.Blob.type, len(data), io.BytesIO(data)))
-                infos += ["--cacheinfo", f"100644,{blob.hexsha.decode()},{path}"]
+            for path, blob in zip(names, self.store([taken[p] for p in names]), strict=True):
+                infos += ["--cacheinfo", f"100644,{blob},{path}"]
             for start in range(0, len(infos), 2000):
                 chunk = infos[start : start + 2000]
                 self.git("update-index", "--add", "--replace", *chunk, env=env)
@@ -123,6 +122,23 @@ class Repo(WorkTree, Trees):
         self.advance(self.branch(), made, head)
         self.git("reset", "-q", made, "--", *sorted({*taken, *dropped}), env=LITERAL)
         return made
+
+    def store(self, blobs: Sequence[bytes]) -> list[str]:
+        """Write these bytes to the object store as blobs, exactly as given (no filters), by
+        one git process for all of them; their object ids in the same order."""
+        if not blobs:
+            return []
+        with tempfile.TemporaryDirectory(prefix="harness-blobs-") as held:
+            names = []
+            for number, data in enumerate(blobs):
+                name = Path(held, str(number))
+                name.write_bytes(data)
+                names.append(stdin_path(str(name)))
+            with tempfile.TemporaryFile() as listing:
+                listing.write(b"".join(names))
+                listing.seek(0)
+                out = self.git("hash-object", "-w", "--no-filters", "--stdin-paths", stdin=listing)
+        return out.split()
 
 
 def create(root: Path, branch: str, message: str, who: tuple[str, str], ts: str) -> None:

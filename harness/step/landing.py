@@ -113,7 +113,7 @@ def update_files(task: Task, made: str, paths: Sequence[str]) -> None:
     minutes: what the user changed or created meanwhile is kept as it is, one line each on
     stderr, and the commit stands."""
     git = task.git
-    theirs = [p for p in paths if not git.matches(p, (f"{made}^", made))]
+    theirs = git.unmatched(paths, (f"{made}^", made))
     blocked = git.sync(made, [p for p in paths if p not in theirs])
     for path in theirs:
         tell(f"kept your change to {path}; the commit holds the task's version")

@@ -21,6 +21,7 @@ import orjson
 from harness.base import files, schemas
 from harness.readers.findings import Findings
 from harness.record import exchanges
+from harness.record.attempts import compact, expand
 from harness.record.ledger import digest
 from harness.record.protocol import short
 from harness.repository import repo
@@ -36,7 +37,8 @@ class ExchangeAudit:
         self.folder = layout.exchanges(task_id)
         self.rel = self.folder.relative_to(layout.root).as_posix()
         self.git, self.add = git, found.add
-        self.calls: dict[str, tuple[int, str]] = {}  # call id -> (seq, outcome the log says)
+        # call id (compact, as protocol keeps it) -> (seq, outcome the log says)
+        self.calls: dict[str | bytes, tuple[int, str]] = {}
 
     def blobs(self, stack: ExitStack, anchor: str) -> repo.Spool:
         """Every exchange file at `anchor` but the verify/ evidence (which no hash covers), as
@@ -56,7 +58,7 @@ class ExchangeAudit:
         return self.git.contents(stack, requests, _HEADER)
 
     def check(
-        self, calls: dict[str, tuple[int, str]], blobs: IO[bytes] | None, dirty: Set[str]
+        self, calls: dict[str | bytes, tuple[int, str]], blobs: IO[bytes] | None, dirty: Set[str]
     ) -> None:
         """Every folder against `calls`, the calls the log made, each taken out as its folder
         is met: those left have none. `blobs` is what `blobs()` read at the last harness
@@ -69,7 +71,7 @@ class ExchangeAudit:
             self.in_git(blobs, dirty)
         self.on_disk(dirty)
         for call, (seq, _) in sorted(calls.items(), key=lambda kv: kv[1][0]):
-            self.add("exchange", seq, f"exchange {short(call)} is missing")
+            self.add("exchange", seq, f"exchange {short(expand(call))} is missing")
 
     def in_git(self, blobs: IO[bytes], dirty: Set[str]) -> None:
         """Each folder git holds, but those the working tree changed, as exchanges.load
@@ -135,7 +137,7 @@ class ExchangeAudit:
 
     def exchange(self, name: str, meta: bytes | None, hashes: dict[str, str]) -> None:
         """One exchange folder against the call the log made."""
-        entry = self.calls.pop(name, None)
+        entry = self.calls.pop(compact(name), None)
         if entry is None:
             self.add(
                 "exchange", None, f"exchange folder {short(name)} is named by no subagent_invoked"

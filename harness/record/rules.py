@@ -19,6 +19,7 @@ from harness.record.attempts import (
     Event,
     Findings,
     Step,
+    compact,
     detail,
     retryable,
     short,
@@ -50,15 +51,18 @@ def _invoked(
     if att.events:  # what came before the call is the attempt's no longer
         att = st.attempt = m.new_attempt(step, att.number)
     att.add(ev)
-    _call(m, seq, call, out)
+    att.key = _call(m, seq, call, out)
 
 
-def _call(m: State, seq: int, call: str, out: Findings) -> None:
-    """A call made (a worker's or a supervisor's): its id is never made twice."""
-    if call in m.calls:
-        out.order(f"call {short(call)} was invoked before (seq {m.calls[call][0]})")
+def _call(m: State, seq: int, call: str, out: Findings) -> str | bytes:
+    """A call made (a worker's or a supervisor's): its id is never made twice. Returns the
+    id as the calls table keeps it (compact), for what else keeps it to share."""
+    key: str | bytes = compact(call)
+    if key in m.calls:
+        out.order(f"call {short(call)} was invoked before (seq {m.calls[key][0]})")
     else:
-        m.calls[call] = (seq, "")
+        m.calls[key] = (seq, "")
+    return key
 
 
 def _unit(
@@ -86,7 +90,8 @@ def _outcome(
         return
     _after_call(st, ev)
     said = "ok" if name == "subagent_succeeded" else str(d.get("kind"))
-    m.calls[str(att.call_id)] = (m.calls[str(att.call_id)][0], said)
+    key = compact(str(att.call_id))
+    m.calls[key] = (m.calls[key][0], said)
 
 
 def _after_call(st: Step, ev: Event) -> None:
@@ -201,7 +206,7 @@ def _completed(
     att.add(ev)
     call = d.get("call_id")
     # The call's own id object when they agree: the calls table holds it already.
-    m.done[step] = Completed(att.call_id if call == att.call_id else call, d.get("commit"), seq)
+    m.done[step] = Completed(att.key if call == att.call_id else call, d.get("commit"), seq)
     del m.steps[step]
     del m.seen[step]  # a done subtask's status is "done" whatever else was seen
 
@@ -271,8 +276,8 @@ def _verdict(
     elif not att.judging or d.get("call_id") != detail(att.last("supervisor_invoked"), "call_id"):
         out.order(f"{name} for call {short(d.get('call_id'))}, which awaits no verdict")
     else:
-        call = str(d["call_id"])
-        m.calls[call] = (m.calls[call][0], "ok")
+        key = compact(str(d["call_id"]))
+        m.calls[key] = (m.calls[key][0], "ok")
     _after_call(st, ev)
 
 
@@ -285,7 +290,8 @@ def _supervisor_failed(
         out.order(f"supervisor_failed for call {short(d.get('call_id'))}, which awaits no verdict")
     else:
         said = "ok" if d.get("kind") == NO_VERDICT else str(d.get("kind"))
-        m.calls[str(call)] = (m.calls[str(call)][0], said)
+        key = compact(str(call))
+        m.calls[key] = (m.calls[key][0], said)
     _after_call(st, ev)
 
 

@@ -15,6 +15,7 @@ from harness.record.attempts import (
     Completed,
     Event,
     Step,
+    compact,
     detail,
     short,
 )
@@ -43,8 +44,9 @@ class State:
         # subtask not done -> (its status, why) as its latest event says: running, failed
         # (its step_failed's error) or skipped (the dependency it was skipped for)
         self.seen: dict[str, tuple[str, str | None]] = {}
-        # call_id -> (seq of its subagent_invoked, "ok" | the failure's kind | "" while none)
-        self.calls: dict[str, tuple[int, str]] = {}
+        # call_id -> (seq of its subagent_invoked, "ok" | the failure's kind | "" while none),
+        # the id compact (attempts.compact): one per call of a log of any length
+        self.calls: dict[str | bytes, tuple[int, str]] = {}
         self.uncontained = 0  # events that ran with the sandbox off
         self.history: dict[str, list[Attempt]] | None = {} if history else None
 
@@ -168,7 +170,7 @@ class State:
 
     def invoked_at(self, att: Attempt) -> int | None:
         """The seq of the attempt's subagent_invoked as it was fed."""
-        entry = self.calls.get(att.call_id or "")
+        entry = self.calls.get(compact(att.call_id or ""))
         return None if entry is None else entry[0]
 
     def unanswered(self) -> list[tuple[str, Attempt]]:

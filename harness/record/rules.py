@@ -118,11 +118,12 @@ def _legal_after_success(name: str, att: Attempt, out: Findings) -> bool:
 def _check(
     m: State, seq: int, ev: Event, step: str, st: Step, d: dict[str, Any], out: Findings
 ) -> None:
-    name = ev["event"]
-    _legal_after_success(name, st.attempt, out)
-    if any(e["event"] == name and e.get("details") == d for e in st.attempt.events):
+    att, name = st.attempt, ev["event"]
+    _legal_after_success(name, att, out)
+    # the scan only when the attempt logged the name before (`has` is one lookup)
+    if att.has(name) and any(e["event"] == name and e.get("details") == d for e in att.events):
         # harness logs a check's result once per attempt (checks.py)
-        out.order(f"{name} repeats an earlier one in attempt {st.attempt.number}")
+        out.order(f"{name} repeats an earlier one in attempt {att.number}")
     _after_call(st, ev)
 
 

@@ -106,21 +106,17 @@ class History(Git):
         listing = self.git("ls-tree", "-z", commit).split("\0")
         return "\0".join(e for e in listing if e and e.split("\t", 1)[1] != top)
 
-    def paths(self, commit: str) -> frozenset[str]:
-        """Every file of `commit`'s tree."""
-        return frozenset(
-            filter(None, self.git("ls-tree", "-r", "-z", "--name-only", commit).split("\0"))
-        )
-
-    def specials(self, commit: str) -> frozenset[str]:
-        """Paths that are symlinks or submodules at `commit`."""
+    def files(self, commit: str) -> tuple[frozenset[str], frozenset[str]]:
+        """Every file of `commit`'s tree, and those of them that are symlinks or submodules,
+        from one listing."""
         out = self.git("ls-tree", "-r", "-z", commit)
-        found = set()
+        every, specials = set(), set()
         for entry in filter(None, out.split("\0")):
             meta, path = entry.split("\t", 1)
+            every.add(path)
             if meta.split(" ")[0] in ("120000", "160000"):
-                found.add(path)
-        return frozenset(found)
+                specials.add(path)
+        return frozenset(every), frozenset(specials)
 
     def last_task_commit(
         self, task_id: str, head: str = "HEAD"

@@ -44,6 +44,7 @@ def token_for_apply(job: Subtask, call: envelope.Call) -> tokens.Token | None:
 
 def rules(job: Subtask, token: tokens.Token) -> diffgate.Rules:
     cfg, sub = job.task.config, job.sub
+    tree, special = job.task.git.files(job.task.git.head())
     return diffgate.Rules(
         write_scope=sub.write_scope,
         token_paths=token.paths,
@@ -52,8 +53,8 @@ def rules(job: Subtask, token: tokens.Token) -> diffgate.Rules:
         cited=frozenset(sub.inputs) | job.task.model.made(sub.id),
         manifests=cfg.manifests,
         no_new_deps=not sub.allow_new_deps,
-        special=job.task.git.specials(job.task.git.head()),
-        tree=job.task.git.paths(job.task.git.head()),
+        special=special,
+        tree=tree,
         allow_mode_change=sub.allow_mode_change,
         max_bytes=cfg.max_diff_bytes,
         max_files=cfg.max_files,

@@ -82,23 +82,23 @@ class Trees(History):
         try:
             self.git("read-tree", head, env=env)
             for name, patch in patches:
-                for mode in ("--check", None):
-                    code, _, err = self.try_git(
-                        "apply",
-                        "--cached",
-                        *([mode] if mode else []),
-                        # Whitespace is the repository's business (its linters), not the
-                        # gate's: a fixture may need a trailing blank.
-                        "--whitespace=nowarn",
-                        str(patch),
-                        env=env,
-                    )
-                    if code != 0:
-                        # git names the staging patch by its path on this machine: the
-                        # record names the change instead, the same in any folder.
-                        said = err.replace(str(patch), name)
-                        why = (said.strip().splitlines() or [f"exit {code}"])[0]
-                        return None, f"git apply refused {name}: {why}"
+                # One apply, no `--check` first: git checks the whole patch before it writes
+                # the index and says the same when it refuses.
+                code, _, err = self.try_git(
+                    "apply",
+                    "--cached",
+                    # Whitespace is the repository's business (its linters), not the
+                    # gate's: a fixture may need a trailing blank.
+                    "--whitespace=nowarn",
+                    str(patch),
+                    env=env,
+                )
+                if code != 0:
+                    # git names the staging patch by its path on this machine: the
+                    # record names the change instead, the same in any folder.
+                    said = err.replace(str(patch), name)
+                    why = (said.strip().splitlines() or [f"exit {code}"])[0]
+                    return None, f"git apply refused {name}: {why}"
             return self.git("write-tree", env=env).strip(), ""
         finally:
             index.unlink(missing_ok=True)

@@ -15,7 +15,7 @@ that names them in the same order (audit_commits). The plan is read one subtask 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +36,7 @@ from harness.repository.layout import Layout
 from harness.spec import planstream
 
 _Event = dict[str, Any]
+_Planned = tuple[tuple[str, ...], tuple[str, ...]]  # a subtask's scope's globs, its depends_on
 _NO_DETAILS: dict[str, Any] = {}
 _SHA = re.compile(r"[0-9a-f]{40}\Z")  # a link names a commit by its id, never by a ref
 
@@ -70,6 +71,26 @@ def audit(layout: Layout, task_id: str) -> Report:
     return _Audit(layout, task_id).run()
 
 
+class _Needs(Mapping[str, tuple[str, ...]]):
+    """Subtask id -> its depends_on, as protocol.Model asks it, read from the audit's table
+    of the plan."""
+
+    def __init__(self, plan: dict[str, _Planned]) -> None:
+        self.plan = plan
+
+    def __getitem__(self, sid: str) -> tuple[str, ...]:
+        return self.plan[sid][1]
+
+    def __contains__(self, sid: object) -> bool:
+        return sid in self.plan  # asked of every event: the dict's own test, not Mapping's
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.plan)
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+
 # -- the audit -------------------------------------------------------------------------------
 
 
@@ -82,9 +103,9 @@ class _Audit:
         self.commits = Commits(self.git, task_id, self.found)
         self.exchanges = ExchangeAudit(layout, task_id, self.git, self.found)
         self.tasks_dir = layout.rel(layout.task_dir(task_id))
-        # Subtask id -> the globs its token must cover; None when the plan is unreadable.
-        self.scopes: dict[str, tuple[str, ...]] | None = None
-        self.needs: dict[str, tuple[str, ...]] | None = None  # subtask id -> its depends_on
+        # Subtask id -> (the globs its token must cover, its depends_on); None when the plan
+        # is unreadable.
+        self.plan: dict[str, _Planned] | None = None
         self.supervised: set[str] = set()  # subtasks whose change counts once approved
         self.approved: set[str] = set()  # worker calls a verdict approved
         self.write_tokens = TokenAudit(layout, task_id, self.git, self.found)
@@ -185,9 +206,11 @@ class _Audit:
             return
         item = schemas.fast_validator("plan", "/properties/subtasks/items")
         head: dict[str, Any] = {}
-        scopes: dict[str, tuple[str, ...]] = {}
-        needs: dict[str, tuple[str, ...]] = {}
+        plan: dict[str, _Planned] = {}
         shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct scope
+        # one pair per distinct scope of the subtasks that depend on none: a table of one
+        # entry per subtask, not two, and most share their pair
+        alone: dict[tuple[str, ...], _Planned] = {}
         first: list[Any] = []
         own: dict[str, object] = {}  # subtask id -> its own `supervised`, when it says
         try:
@@ -196,15 +219,18 @@ class _Audit:
                     if key is not None:
                         head[key] = value
                         continue
-                    item(value, name_prefix=f"$.subtasks[{len(scopes)}]")
-                    if value["id"] in scopes:
+                    item(value, name_prefix=f"$.subtasks[{len(plan)}]")
+                    if value["id"] in plan:
                         self.add("plan", None, f"{label}: duplicate subtask id {value['id']!r}")
                         return
                     # A subtask running a plan writes nothing itself: its plan's subtasks do.
                     written = value.get("write_scope", ())
                     globs = (*scope.as_list(written), *value.get("creates", ()))
-                    scopes[value["id"]] = shared.setdefault(globs, globs)
-                    needs[value["id"]] = tuple(value.get("depends_on", ()))
+                    globs = shared.setdefault(globs, globs)
+                    needs = tuple(value.get("depends_on", ()))
+                    plan[value["id"]] = (
+                        (globs, needs) if needs else alone.setdefault(globs, (globs, ()))
+                    )
                     if "supervised" in value:
                         own[value["id"]] = value["supervised"]
                     first = first or [value]
@@ -223,9 +249,9 @@ class _Audit:
         elif head["task_id"] != self.task_id:
             self.add("plan", None, f"{label}: $.task_id: {head['task_id']!r} is not this task")
         else:
-            self.scopes, self.needs = scopes, needs
+            self.plan = plan
             plan_wide = head.get("supervised", False)
-            self.supervised = {sid for sid in scopes if own.get(sid, plan_wide) is not False}
+            self.supervised = {sid for sid in plan if own.get(sid, plan_wide) is not False}
 
     def read_inputs(self) -> None:
         """The config and registry the next record commit would carry: audit does not judge
@@ -250,7 +276,7 @@ class _Audit:
             return set()
         if found is None:
             return set()
-        model = self.model = protocol.Model(self.needs)
+        model = self.model = protocol.Model(None if self.plan is None else _Needs(self.plan))
         add, index = self.add, -1
         anchored: set[str] = set()
         with found as fh:
@@ -356,5 +382,6 @@ class _Audit:
 
     def use_token(self, i: int, ev: _Event, step: str, token_id: object, what: str) -> None:
         """The token, held to the globs of the subtask it was used for (audit_tokens)."""
-        globs = None if self.scopes is None else self.scopes.get(step)
+        planned = None if self.plan is None else self.plan.get(step)
+        globs = None if planned is None else planned[0]
         self.write_tokens.use(i, ev, globs, token_id, what)

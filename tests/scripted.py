@@ -19,7 +19,8 @@ from harness.boundary.registry import Agent
 from harness.importers import demo
 from harness.repository.layout import Layout
 from harness.repository.repo import Repo
-from harness.step import orchestrator
+from harness.step import orchestrator, units
+from harness.step.task import Task
 
 CLOCK = "2026-01-01T00:00:00Z"
 
@@ -114,8 +115,8 @@ def repository(where: Path, subtasks: list[dict[str, Any]]) -> Path:
     return root
 
 
-def load(root: Path, worker: Scripted, task_id: str = "demo") -> orchestrator.Task:
-    task = orchestrator.Task.load(Layout(root), task_id, SteppingClock(CLOCK))
+def load(root: Path, worker: Scripted, task_id: str = "demo") -> Task:
+    task = Task.load(Layout(root), task_id, SteppingClock(CLOCK))
     task.worker = worker
     return task
 
@@ -139,6 +140,6 @@ def run(
                 if task.model.blocker is None or resumes == 0:
                     raise
                 resumes -= 1
-                orchestrator.resume(task, "test")
+                units.resume(task, "test")
     finally:
         task.git.close()

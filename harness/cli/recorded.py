@@ -9,7 +9,7 @@ from harness.base.printable import printable
 from harness.step import recording
 
 if TYPE_CHECKING:  # the commands that record have loaded the orchestrator already
-    from harness.step.orchestrator import Task
+    from harness.step.task import Task
 
 
 def record(task: Task) -> None:

@@ -35,6 +35,7 @@ from harness.repository import repo
 from harness.repository.layout import Layout
 from harness.spec.plan import Subtask
 from harness.step import budgets, nesting, orchestrator
+from harness.step.task import Task
 
 Event = dict[str, Any]
 
@@ -96,7 +97,7 @@ class Recording:
             why,
         )
 
-    def base(self, task: orchestrator.Task) -> str:
+    def base(self, task: Task) -> str:
         """The base the record's next call was made on. An older commit of this branch is
         taken as it is (a run with several slots fixes bases by the plan); a later one is
         reached by fast-forwarding over commits people (or record commits) added, never
@@ -111,7 +112,7 @@ class Recording:
         self._forward(task, base, f"a call on base {base[:12]}")
         return base
 
-    def landing(self, task: orchestrator.Task, call_id: str) -> None:
+    def landing(self, task: Task, call_id: str) -> None:
         """Before a change lands: HEAD moved to the parent the record's commit of `call_id`
         has, over the record commits of the commands between (a person's `approve`, say)."""
         at = len(self.log.events)
@@ -133,7 +134,7 @@ class Recording:
         if parent != git.head() and not git.is_ancestor(parent, git.head()):
             self._forward(task, parent, f"commit {str(commit)[:12]} on {parent[:12]}")
 
-    def _forward(self, task: orchestrator.Task, to: str, wanted: str) -> None:
+    def _forward(self, task: Task, to: str, wanted: str) -> None:
         """Fast-forward HEAD to `to` over commits people, record commits or other tasks
         made; never over this task's subtask commits, which the replay must rebuild."""
         git, head = task.git, task.git.head()
@@ -153,7 +154,7 @@ class Recording:
             )
         _move(git, head, to)
 
-    def nested(self, task: orchestrator.Task, sub: Subtask) -> nesting.Unit:
+    def nested(self, task: Task, sub: Subtask) -> nesting.Unit:
         """How the nested plan `sub` runs ended, as recorded. The nested task is replayed
         on its own (once per command), and must rebuild every subtask commit between HEAD
         and the recorded end of its run; HEAD then moves over them to that end."""
@@ -265,7 +266,7 @@ def _run(
     """Step until the task completes or the record ends, each step with the inputs its
     lines were written with; a halt the record shows a person resolving is resolved the
     same way."""
-    task: orchestrator.Task | None = None
+    task: Task | None = None
     loaded: str | None = ""
     try:
         while True:
@@ -275,7 +276,7 @@ def _run(
                     task.git.close()
                     task = None
                 inputs.seed(scratch, wanted, len(log.events))
-                task = orchestrator.Task.load(scratch, task_id, log.clock, log=log)
+                task = Task.load(scratch, task_id, log.clock, log=log)
                 task.recording = recording
                 if recording.verify and recording.trusted:
                     recording.loosened.update(task.config.loosened())
@@ -292,7 +293,7 @@ def _run(
             task.git.close()
 
 
-def _step(task: orchestrator.Task, log: ReplayLog) -> bool:
+def _step(task: Task, log: ReplayLog) -> bool:
     """Run the replay up to a halt (True when the record goes on past it, resolved) or to
     the end of the task or of the record (False)."""
     try:

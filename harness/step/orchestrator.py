@@ -1,7 +1,6 @@
 """The run's scheduler (DESIGN §4, §10): subtasks in flight up to the slots, their results
 taken in plan order, on_error, budgets, halting, and nested plans run as units. A subtask's
-own life, phase by phase, is phases.py's. `harness` and `replay` call the step by the names
-they find here: Task, steps, resume, decide, tell (the last four imported as themselves).
+own life, phase by phase, is phases.py's.
 
 Every phase first asks the log whether it already happened, so a step killed at any
 point is finished by the next `harness next` without a second call, commit or event.
@@ -21,11 +20,8 @@ from harness.record import protocol
 from harness.spec import plan as plan_mod
 from harness.step import budgets, nesting, phases, preflight, units
 from harness.step.landing import update_files
-from harness.step.live import tell as tell
 from harness.step.subtask import Flight, Subtask
-from harness.step.supervising import decide as decide
-from harness.step.task import Task as Task
-from harness.step.units import resume as resume
+from harness.step.task import Task
 
 
 class Finished(NamedTuple):

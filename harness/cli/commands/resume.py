@@ -10,14 +10,15 @@ from harness.base.printable import printable
 from harness.cli import located
 from harness.cli.recorded import record
 from harness.repository.locks import locked
-from harness.step import orchestrator, supervision
+from harness.step import supervising, supervision, units
+from harness.step.task import Task
 
 
 def resume(args: argparse.Namespace) -> int:
     layout, task_id = located.task(args)
     with locked(layout, task_id, args.wait):
-        task = orchestrator.Task.load(layout, task_id, clock.from_env())
-        step = orchestrator.resume(task, args.reason)
+        task = Task.load(layout, task_id, clock.from_env())
+        step = units.resume(task, args.reason)
         record(task)
     # No step: the blocker was the task's end (failures that went on, a budget).
     print(f"task {task_id} resumed at {step or 'its end'}")
@@ -32,13 +33,13 @@ def verdict(args: argparse.Namespace) -> int:
     if not reason.strip():
         raise InvalidInput("--reason: say why")
     with locked(layout, task_id, args.wait):
-        task = orchestrator.Task.load(layout, task_id, clock.from_env())
+        task = Task.load(layout, task_id, clock.from_env())
         who = task.git.identity()
         if who is None:
             raise InvalidInput("git knows no user.name and user.email here: set them first")
         action = supervision.CONTINUE if approve else supervision.REORIENT
         verdict = supervision.Verdict(action, reason, reason)
-        orchestrator.decide(task, args.subtask, verdict, who)
+        supervising.decide(task, args.subtask, verdict, who)
         record(task)
     then = "it is committed by the next `harness run`" if approve else "it runs again"
     print(f"{args.subtask} {'approved' if approve else 'rejected'} by {printable(who)}; {then}")

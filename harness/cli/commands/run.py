@@ -10,18 +10,17 @@ from harness.cli.output import short
 from harness.cli.recorded import record
 from harness.repository.locks import locked
 from harness.step import live, orchestrator
+from harness.step.task import Task
 
 
 def step(args: argparse.Namespace) -> int:
     layout, task_id = located.task(args)
     with locked(layout, task_id, args.wait):
-        task = orchestrator.Task.load(layout, task_id, clock.from_env())
+        task = Task.load(layout, task_id, clock.from_env())
         checked = task.config.verify
         if not (checked.builds or checked.test or args.quiet or args.json):
             # The user may think their tests ran: say they did not, before any call.
-            orchestrator.tell(
-                "build: none configured, test: none configured ([verify] in ai/harness.toml)"
-            )
+            live.tell("build: none configured, test: none configured ([verify] in ai/harness.toml)")
         try:
             # Left before anything else is printed (the record's notices, an error's line),
             # so a board on the terminal is closed under its last drawing first.

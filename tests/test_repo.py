@@ -64,7 +64,7 @@ def test_a_file_where_the_commit_has_none_is_not_its_version(repo: Repo, where: 
     if where == "staged":
         git(repo.root, "add", "new.txt")
         (repo.root / "new.txt").unlink()
-    assert repo.matches("new.txt", [parent]) is (where == "none")
+    assert (repo.unmatched(["new.txt"], [parent]) == []) is (where == "none")
 
 
 def test_working_files_are_hashed_as_git_would_add_them_whatever_their_names(

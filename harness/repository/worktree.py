@@ -19,11 +19,6 @@ _CHUNK = 2000
 
 
 class WorkTree(History):
-    def matches(self, path: str, commits: Sequence[str]) -> bool:
-        """True when the user's index entry and working file for `path` each equal its
-        version in one of `commits` (see unmatched)."""
-        return not self.unmatched([path], commits)
-
     def unmatched(self, paths: Sequence[str], commits: Sequence[str]) -> list[str]:
         """The paths whose user's index entry or working file is not its version in any of
         `commits`; where a commit has no such file, that means no entry and no file (what lies

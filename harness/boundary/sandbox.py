@@ -321,10 +321,22 @@ def _forwarder() -> str:
 def toolchain(hide: Iterable[Path]) -> list[Path]:
     """Read-only host folders a command needs beyond /usr and /etc: the Python running
     harness, harness itself, and the folders on PATH — never the home or `hide`."""
-    home = Path(os.environ.get("HOME", "/nonexistent")).resolve()
+    env = os.environ.get
+    found = _toolchain(tuple(hide), env("HOME", "/nonexistent"), env("PATH", ""), tuple(sys.path))
+    return list(found)
+
+
+# Every call of a run asks with the same inputs, and resolving the folders again was a tenth
+# of a trivial call's cost. Resolved once, at the first call, before this run landed anything
+# that could change what a name on PATH points at.
+@cache
+def _toolchain(
+    hide: tuple[Path, ...], home_var: str, path_var: str, sys_path: tuple[str, ...]
+) -> tuple[Path, ...]:
+    home = Path(home_var).resolve()
     hidden = [Path(p).resolve() for p in hide]
     wanted: list[Path] = []
-    for raw in os.environ.get("PATH", "").split(os.pathsep):
+    for raw in path_var.split(os.pathsep):
         path = Path(raw)
         if not raw or not path.is_absolute() or not path.is_dir():
             continue
@@ -334,7 +346,7 @@ def toolchain(hide: Iterable[Path]) -> list[Path]:
     # sys.path may hold the folder harness was started from (`python -m`): like PATH, it
     # is taken only outside the home. The interpreter and harness's own packages are needed
     # wherever they are.
-    wanted += [Path(p) for p in sys.path if p and Path(p).is_absolute()]
+    wanted += [Path(p) for p in sys_path if p and Path(p).is_absolute()]
     trusted = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)]
     trusted += [Path(p) for p in _package_dirs()]
     found: set[Path] = set()
@@ -355,7 +367,7 @@ def toolchain(hide: Iterable[Path]) -> list[Path]:
         and not any(_under(p, h) or _ancestor(p, h) for h in hidden)
     )
     # A folder inside another bound one adds nothing.
-    return [p for p in kept if not any(q != p and _under(p, q) for q in kept)]
+    return tuple(p for p in kept if not any(q != p and _under(p, q) for q in kept))
 
 
 def _package_dirs() -> list[str]:

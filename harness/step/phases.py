@@ -123,7 +123,9 @@ def land(
     commit and log it; None after a failure."""
     base = call.context["payload"]["base"]
     # A run killed after committing this call left the commit: finish its work instead.
-    made = job.task.git.find_commit("Harness-Call-Id", call.call_id, base)
+    # With the branch still at the base nothing was committed since (and no git log runs).
+    git = job.task.git
+    made = None if git.head() == base else git.find_commit("Harness-Call-Id", call.call_id, base)
     if made is None:
         changes = gating.gate(job, call, result)
         if changes is None:

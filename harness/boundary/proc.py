@@ -51,9 +51,10 @@ def base_env(
         "HARNESS_PYTHON": sys.executable,
     }
     for name in allow:
-        # GIT_DIR and friends would point a worker's git at the wrong repository, and the
-        # fixed keys must stay fixed for reproducibility, so neither can be allowlisted.
-        if name in src and name not in env and not name.startswith("GIT_"):
+        # GIT_DIR and friends would point a worker's git at the wrong repository, the fixed
+        # keys must stay fixed for reproducibility, and a signing key's passphrase is no
+        # worker's business (`attest --sign`), so none can be allowlisted.
+        if name in src and name not in env and not name.startswith(("GIT_", "HARNESS_SIGNING_")):
             env[name] = src[name]
     return env
 

@@ -311,7 +311,7 @@ def _readers(top: _Commands) -> None:
         "attest",
         "attest:attest",
         "an in-toto SLSA provenance statement for a task's commit",
-        lambda p: _output(p, "write the statement here (default: stdout)"),
+        _attest,
     )
     top.on_task(
         "audit", "audit:audit", "check a task's log, exchanges, commits and tokens", _json_flag
@@ -327,6 +327,19 @@ def _replay(p: argparse.ArgumentParser) -> None:
         help="re-run checks with the recorded [sandbox] and network, even uncontained "
         "(default: always in the sandbox, no network): only for a record you trust",
     )
+
+
+def _attest(p: argparse.ArgumentParser) -> None:
+    _output(p, "write the statement (or envelope) here (default: stdout)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument(
+        "--sign",
+        metavar="KEY",
+        help="sign into a DSSE envelope with this Ed25519 private key (PEM or OpenSSH; "
+        "kept outside the repository; HARNESS_SIGNING_PASSPHRASE for an encrypted PEM)",
+    )
+    how.add_argument("--verify", metavar="FILE", help="check this envelope (with --key)")
+    p.add_argument("--key", metavar="PUB", help="the signer's public key (PEM or OpenSSH)")
 
 
 def _output(p: argparse.ArgumentParser, helptext: str) -> None:

@@ -1,15 +1,50 @@
-"""`harness attest`: an in-toto SLSA provenance statement for a task's commit."""
+"""`harness attest`: an in-toto SLSA provenance statement for a task's commit, unsigned,
+signed into a DSSE envelope (`--sign`), or an envelope checked (`--verify`)."""
 
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 from harness.base import files
+from harness.base.errors import InvalidInput
 from harness.cli import located
 from harness.cli.output import emit
 from harness.readers import attest as provenance
 
+PASSPHRASE = "HARNESS_SIGNING_PASSPHRASE"
+
 
 def attest(args: argparse.Namespace) -> int:
-    emit(files.pretty(provenance.statement(*located.task(args))), args.output)
+    layout, task_id = located.task(args)
+    if args.key is not None and args.verify is None:
+        raise InvalidInput("attest --key goes with --verify")
+    if args.sign is None and args.verify is None:
+        emit(files.pretty(provenance.statement(layout, task_id)), args.output)
+        return 0
+    try:
+        # The `sign` extra's libraries: plain `attest` neither needs nor pays for them.
+        from harness.readers import signed
+    except ModuleNotFoundError as exc:
+        raise _missing(exc) from None
+    if args.verify is not None:
+        if args.key is None:
+            raise InvalidInput("attest --verify needs --key: the signer's public key")
+        if args.output is not None:
+            raise InvalidInput("attest --verify writes no file: leave out --output")
+        verdict = signed.verify(layout, task_id, Path(args.verify), Path(args.key))
+        print(f"attest {task_id}: {'verified' if verdict.ok else 'REFUSED'}: {verdict.line}")
+        return 0 if verdict.ok else 1
+    passphrase = os.environ.get(PASSPHRASE)
+    envelope = signed.sign(
+        layout, task_id, Path(args.sign), None if passphrase is None else passphrase.encode()
+    )
+    emit(envelope, args.output)
     return 0
+
+
+def _missing(exc: ModuleNotFoundError) -> Exception:
+    if exc.name is None or exc.name.split(".")[0] not in ("securesystemslib", "cryptography"):
+        return exc
+    return InvalidInput(f"attest --sign/--verify needs {exc.name}: pip install 'harness[sign]'")

@@ -1,0 +1,180 @@
+"""`harness attest --sign` and `--verify`: a task's Statement signed into a DSSE envelope,
+and an envelope checked against a key and against the repository as it is now.
+
+A signing key stays outside the repository: nothing under its root (a worker's copy, the
+record) may ever hold one, so a key there, or a link to one there, is refused before it is
+read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from harness.base import files, signing
+from harness.base.errors import InvalidInput
+from harness.readers import attest
+from harness.repository import repo
+from harness.repository.layout import Layout
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+def sign(layout: Layout, task_id: str, key_path: Path, passphrase: bytes | None) -> bytes:
+    """The envelope's bytes: the payload is exactly what `harness attest` prints."""
+    key = signing.private_key(outside(layout, key_path), str(key_path), passphrase)
+    statement = files.pretty(attest.statement(layout, task_id))
+    return files.pretty(signing.sign(statement, key))
+
+
+def outside(layout: Layout, path: Path) -> bytes:
+    """The bytes of a key file that lies outside the repository, whichever way it is named."""
+    root = layout.root.resolve()
+    named = Path(os.path.abspath(path))  # `..` taken away as written; links, next line
+    real = named.resolve()
+    if named.is_relative_to(root) or real.is_relative_to(root):
+        raise InvalidInput(
+            f"{path}: inside the repository; keep signing keys outside it, where no worker "
+            "and no record can reach them"
+        )
+    data = files.read_regular(real, str(path), limit=signing.KEY_LIMIT)
+    if data is None:
+        raise InvalidInput(f"{path}: file not found")
+    return data
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    line: str
+
+
+def verify(layout: Layout, task_id: str, envelope_path: Path, key_path: Path) -> Verdict:
+    """Whether the envelope at `envelope_path` is signed by the key at `key_path` and its
+    Statement is the one the repository gives now, with the log on disk where it ended."""
+    label = str(envelope_path)
+    raw = files.read_regular(envelope_path, label)
+    if raw is None:
+        raise InvalidInput(f"{label}: file not found")
+    envelope = signing.read(raw, label)
+    key_raw = files.read_regular(key_path.resolve(), str(key_path), limit=signing.KEY_LIMIT)
+    if key_raw is None:
+        raise InvalidInput(f"{key_path}: file not found")
+    public = signing.public_key(key_raw, str(key_path))
+    if envelope.payload_type != signing.IN_TOTO:
+        return Verdict(False, f"payloadType is {envelope.payload_type!r}, not {signing.IN_TOTO}")
+    why = signing.check(envelope, public)
+    if why is not None:
+        return Verdict(False, why)
+    why = _against_repository(layout, task_id, envelope.payload)
+    if why is not None:
+        return Verdict(False, why)
+    statement = orjson.loads(envelope.payload)
+    head = statement["predicate"]["buildDefinition"]["internalParameters"]["log_head"]
+    return Verdict(
+        True,
+        f"signed by keyid {signing.keyid(public)}; commit "
+        f"{statement['subject'][0]['digest']['gitCommit']} and log head {head} match the "
+        "repository",
+    )
+
+
+def _against_repository(layout: Layout, task_id: str, payload: bytes) -> str | None:
+    """None when the repository gives `payload` as the task's Statement today and the log on
+    disk has not moved since; else the first difference, in one line."""
+    try:
+        claimed = orjson.loads(payload)
+        task = claimed["predicate"]["buildDefinition"]["externalParameters"]["task_id"]
+        commit = claimed["subject"][0]["digest"]["gitCommit"]
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+        return "the signed payload is not a harness Statement"
+    if task != task_id:
+        return f"the Statement is of task {task!r}, not {task_id!r}"
+    if not isinstance(commit, str) or not _COMMIT.match(commit):
+        return f"subject commit {commit!r} is not a commit id"
+    git = repo.Repo(layout.root)
+    try:
+        if not git.exists(commit):
+            return f"subject commit {commit} is not in the repository"
+        try:
+            now = attest.statement(layout, task_id)
+        except InvalidInput as exc:
+            return f"the repository's record of the task no longer reads: {exc}"
+        why = _first_difference(claimed, now)
+        if why is not None:
+            return why
+        return _log_since(layout, git, task_id, commit)
+    finally:
+        git.close()
+
+
+def _first_difference(claimed: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """What differs between the signed Statement and the one the repository gives, named by
+    what a reader cares about first: the commit, its tree, the log head, then any field."""
+    was, is_ = _subject(claimed), _subject(now)
+    if was[0] != is_[0]:
+        return f"subject commit {was[0]} is not the task's newest commit {is_[0]}"
+    if was[1] != is_[1]:
+        return f"subject tree {was[1]} is not commit {is_[0]}'s tree {is_[1]}"
+    head = _head(claimed), _head(now)
+    if head[0] != head[1]:
+        return f"the Statement's log head {head[0]} is not the log's {head[1]}"
+    if files.pretty(claimed) != files.pretty(now):
+        return f"the Statement differs from the repository's at {_where(claimed, now)}"
+    return None
+
+
+def _subject(statement: dict[str, Any]) -> tuple[Any, Any]:
+    digests = [s.get("digest", {}) for s in statement.get("subject", [])]
+    commit = next((d.get("gitCommit") for d in digests if "gitCommit" in d), None)
+    tree = next((d.get("gitTree") for d in digests if "gitTree" in d), None)
+    return commit, tree
+
+
+def _head(statement: dict[str, Any]) -> Any:
+    build = statement.get("predicate", {}).get("buildDefinition", {})
+    return build.get("internalParameters", {}).get("log_head")
+
+
+def _where(claimed: Any, now: Any, at: str = "") -> str:
+    """The first path (a.b[2].c) at which two JSON values part."""
+    if isinstance(claimed, dict) and isinstance(now, dict):
+        for key in sorted(set(claimed) | set(now)):
+            if claimed.get(key) != now.get(key):
+                return _where(claimed.get(key), now.get(key), f"{at}.{key}" if at else key)
+    if isinstance(claimed, list) and isinstance(now, list) and len(claimed) == len(now):
+        for i, (a, b) in enumerate(zip(claimed, now, strict=True)):
+            if a != b:
+                return _where(a, b, f"{at}[{i}]")
+    return at or "the top"
+
+
+def _log_since(layout: Layout, git: repo.Repo, task_id: str, commit: str) -> str | None:
+    """The log on disk must be the one the subject commit holds: a line appended or edited
+    since is a record the signature does not cover."""
+    log = layout.log(task_id)
+    rel = log.relative_to(layout.root).as_posix()
+    signed = git.read(commit, rel) or b""
+    disk = files.read_regular(log, rel, layout.root)
+    if disk is None:
+        return f"{rel}: gone from disk since the Statement"
+    if disk == signed:
+        return None
+    if disk.startswith(signed):
+        more = disk[len(signed) :].count(b"\n") or 1
+        return f"{rel}: {more} line{'s' if more > 1 else ''} appended since the Statement"
+    lines = signed.splitlines()
+    edited = next(
+        (
+            n
+            for n, line in enumerate(disk.splitlines(), 1)
+            if n > len(lines) or lines[n - 1] != line
+        ),
+        min(len(lines), len(disk.splitlines())) + 1,
+    )
+    return f"{rel}: line {edited} changed since the Statement"

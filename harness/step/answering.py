@@ -61,7 +61,7 @@ def answer(job: Subtask, flight: Flight) -> worker.Outcome:
     assert exchange is not None, "the exchange was recorded or just committed"
     job.account.answered(call.call_id, exchange)
     meta = exchange.meta
-    return lost_edit(
+    judged = lost_edit(
         job.sub,
         worker.judge(
             exchange.stdout,
@@ -73,6 +73,8 @@ def answer(job: Subtask, flight: Flight) -> worker.Outcome:
         ),
         call.prompt["payload"]["write_scope"],
     )
+    task.trace.answered(job.sub.id, judged)
+    return judged
 
 
 def lost_edit(sub: plan_mod.Subtask, outcome: worker.Outcome, write_scope: str) -> worker.Outcome:

@@ -55,6 +55,7 @@ def launch(job: Subtask, att: protocol.Attempt, pool: Executor, slot: int) -> Fl
     folder = slot_folder(slot)
     # With several in flight, say when each answer is in: it is taken in plan order.
     told = (lambda: task.live.returned(sub.id)) if job.several else None
+    told = task.trace.returning(sub.id, told)
     flight = Flight(att, agent, call, slot)
     making = start(job, flight, folder, told)
     if making is not None:
@@ -87,6 +88,7 @@ def start(
     base = call.context["payload"]["base"]
     retry = envelope.RETRY_CONSTRAINT in call.prompt["payload"]["constraints"]
     task.live.started(job.sub.id, agent.id, call.prompt["payload"]["role"], retry)
+    task.trace.called(job.sub.id, agent, call.call_id, retry)
     return partial(
         _answer,
         task.answering,

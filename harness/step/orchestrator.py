@@ -258,6 +258,7 @@ class Run:
             self.ended(job.sub.id)
 
     def ended(self, sid: str) -> None:
+        self.task.trace.finished(sid, self.task.model.status(sid))
         self.after[sid] = self.task.git.head()
         self.task.sync_checklist()
 

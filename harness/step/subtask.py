@@ -71,6 +71,7 @@ class Subtask:
     def phase(self, name: str, ok: bool, outcome: str | None = None) -> bool:
         """Tell the live reporter a phase ended; `ok` back, so a check stays one line."""
         self.task.live.ended(self.sub.id, name, ok, outcome)
+        self.task.trace.phase(self.sub.id, name, ok, outcome)
         return ok
 
     def backoff(self, att: protocol.Attempt) -> float:

@@ -26,6 +26,7 @@ from harness.spec import config as config_mod
 from harness.spec import plan as plan_mod
 from harness.step import budgets, nesting, preflight, supervision
 from harness.step.live import Live, Silent
+from harness.step.tracing import Off, Trace
 
 
 class Recording(Protocol):
@@ -88,6 +89,7 @@ class Task:
     recording: Recording | None = None
     worker: Worker | None = None  # who answers calls: the sandboxed agent unless a test says
     live: Live = field(default_factory=Silent)  # progress for people, never recorded
+    trace: Trace = field(default_factory=Off)  # OpenTelemetry spans, never recorded either
     depth: int = 0  # how deep in plans running plans this task runs (nesting.py)
     person: bool = True  # someone may approve a change now (`run --no-human`: nobody)
     rules: policy.Policy | None = None  # ai/policy.toml as this command read it

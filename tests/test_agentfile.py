@@ -663,10 +663,10 @@ ERRORS: list[tuple[str, str, dict[str, str], str, str, dict[str, str]]] = [
     ),
     (
         "bad-name",
-        'GOAL run-tests "x"',
+        'GOAL 2-tests "x"',
         {},
-        "1:6: expected a goal name (a letter, then letters, digits or _), found 'run-tests'",
-        'GOAL run_tests "x"',
+        "1:6: expected a goal name (a letter, then letters, digits, _ or -), found '2-tests'",
+        'GOAL run-tests "x"',
         {},
     ),
     (

@@ -19,6 +19,10 @@ class Part:
     line: int
     col: int
     file: str | None = None  # the GOAL ... FROM path it was read from; line/col are the path's
+    cols: tuple[int, ...] | None = None  # each character's column, when escapes moved them
+
+
+Supervision = bool | str | None  # True, "human", False (UNSUPERVISED) or not said
 
 
 @dataclass
@@ -30,20 +34,28 @@ class Input:
 @dataclass
 class Agent:
     ref: Ref
-    path: str  # the repository path of its file
+    path: str | None  # the repository path of its file; None for an inline prompt
+    prompt: Part | None = None  # an inline prompt
+    outputs: list[str] = field(default_factory=list)
+    requires: str | None = None  # the registry agent its REQUIRES names
+    supervised: Supervision = None
+    text: str = ""  # the inline prompt, interpolated
 
 
 @dataclass
 class Goal:
-    key: str  # its name, or goal-<n> when unnamed
+    key: str  # its name, or #<n> when unnamed: no name can clash with it
     named: bool
     line: int
     col: int
     parts: list[Part]
     using: list[Ref]
-    supervised: bool | str | None
+    supervised: Supervision
+    outputs: list[str] = field(default_factory=list)
+    converge: Ref | None = None  # CONVERGE's WITHIN token
     text: str = ""
     agents: list[Agent] = field(default_factory=list)
+    base: str = ""  # its subtasks' id: the name, or goal-<n> (seed 001)
 
 
 @dataclass
@@ -52,41 +64,60 @@ class Step:
     ref: Ref
     goals: list[Ref]
     within: Ref | None  # the number or $variable's token, LOOP only
+    supervised: Supervision = None
+
+
+@dataclass
+class Clauses:
+    """What a GOAL or CONVERGE line says after its outcome."""
+
+    outputs: list[str] = field(default_factory=list)
+    using: list[Ref] = field(default_factory=list)
+    within: Ref | None = None
+    mode: Supervision = None
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A goal where the plan runs it: its LOOP or CONVERGE bound, its RUN's supervision."""
+
+    goal: Goal
+    bound: int | None
+    supervised: Supervision = None
 
 
 class Builder:
     """Subtasks from the goals in order: ids made unique, each chained to what precedes it."""
 
-    def __init__(
-        self, role: str, write_scope: str | list[str], plan_wide: bool | str | None
-    ) -> None:
+    def __init__(self, role: str, write_scope: str | list[str], plan_wide: Supervision) -> None:
         self.role = role
         self.write_scope = write_scope
-        self.plan_wide = plan_wide
+        self.plan_wide: Supervision = plan_wide
         self.taken: set[str] = set()
         self.tried: dict[str, int] = {}
         self.made: list[dict[str, Any]] = []
 
-    def subtasks(self, order: list[tuple[Goal, int | None]]) -> list[dict[str, Any]]:
+    def subtasks(self, order: list[Placed]) -> list[dict[str, Any]]:
         last: list[str] = []
-        for goal, bound in order:
-            last = [self.group(goal, bound, last)]
+        for placed in order:
+            last = [self.group(placed, last)]
         return self.made
 
-    def group(self, goal: Goal, bound: int | None, after: list[str]) -> str:
+    def group(self, placed: Placed, after: list[str]) -> str:
         """The goal's subtasks, depending on `after`; the id of the one that ends it."""
-        own = self.unique(goal.key)
+        goal = placed.goal
+        own = self.unique(goal.base)
         if len(goal.agents) <= 1:
             persona = goal.agents[0] if goal.agents else None
             text = goal.text if persona is None else _as_persona(persona, goal.text)
-            inputs = [] if persona is None else [persona.path]
-            self.add(own, text, inputs, after, goal, bound)
+            self.add(own, text, _persona_inputs(persona), after, placed, persona)
             return own
-        ids = [self.unique(f"{goal.key}-{agent.ref.name}") for agent in goal.agents]
+        ids = [self.unique(f"{goal.base}-{agent.ref.name}") for agent in goal.agents]
         for sid, agent in zip(ids, goal.agents, strict=True):
-            self.add(sid, _as_persona(agent, goal.text), [agent.path], after, goal, bound)
+            text = _as_persona(agent, goal.text)
+            self.add(sid, text, _persona_inputs(agent), after, placed, agent)
         text = f"Reconcile into one result what {', '.join(ids)} did, each as its persona: "
-        self.add(own, text + goal.text, [], ids, goal, bound)
+        self.add(own, text + goal.text, [], ids, placed, None)
         return own
 
     def add(
@@ -95,8 +126,8 @@ class Builder:
         text: str,
         inputs: list[str],
         after: list[str],
-        goal: Goal,
-        bound: int | None,
+        placed: Placed,
+        persona: Agent | None,
     ) -> None:
         subtask: dict[str, Any] = {
             "id": sid,
@@ -109,9 +140,15 @@ class Builder:
             else self.write_scope,
             "depends_on": list(after),
         }
-        if bound is not None:
-            subtask["loop"] = {"max": bound, "until": "no_diff"}
-        supervised = goal.supervised if goal.supervised is not None else self.plan_wide
+        if persona is not None and persona.requires is not None:
+            subtask["agent"] = persona.requires
+        if placed.bound is not None:
+            subtask["loop"] = {"max": placed.bound, "until": "no_diff"}
+        # The nearest word wins: the agent's, the goal's, its RUN's, the workflow's.
+        said = (persona.supervised if persona else None, placed.goal.supervised)
+        supervised = next(
+            (s for s in (*said, placed.supervised, self.plan_wide) if s is not None), None
+        )
         if supervised is not None:
             subtask["supervised"] = supervised
         self.made.append(subtask)
@@ -130,5 +167,13 @@ class Builder:
         return candidate
 
 
+def _persona_inputs(agent: Agent | None) -> list[str]:
+    return [] if agent is None or agent.path is None else [agent.path]
+
+
 def _as_persona(agent: Agent, text: str) -> str:
-    return f"Work as the persona in {agent.path} (agent {agent.ref.name}): {text}"
+    said = f"; report its results as: {', '.join(agent.outputs)}" if agent.outputs else ""
+    if agent.path is None:
+        persona = f'Work as agent {agent.ref.name}, whose persona is "{agent.text}"'
+        return f"{persona}. Your goal: {text}{said}"
+    return f"Work as the persona in {agent.path} (agent {agent.ref.name}): {text}{said}"

@@ -29,8 +29,10 @@ print(orjson.dumps([code, sorted(sys.modules)]).decode(), file=sys.stderr)
 """
 
 # What no reading command imports: the step's engine, the boundary's network, the other
-# readers, the live board.
+# readers, the live board, the MCP SDK (over a second to import: `harness mcp` alone).
 NEVER_FOR_READING = {
+    "mcp",
+    "harness.cli.mcpserver",
     "harness.step.orchestrator",
     "harness.step.live",
     "harness.boundary.proxy",

@@ -22,6 +22,11 @@ def repository(args: argparse.Namespace) -> Layout:
 def task(args: argparse.Namespace) -> tuple[Layout, str]:
     """The repository, found first, and the task id the command names."""
     layout = repository(args)
-    if not _TASK_ID.match(args.task_id):
+    if not is_task_id(args.task_id):
         raise InvalidInput(f"task id {args.task_id!r}: use letters, digits, '.', '_' and '-'")
     return layout, args.task_id
+
+
+def is_task_id(value: str) -> bool:
+    """Whether `value` can name a task: its folder under ai/tasks, never an option."""
+    return _TASK_ID.match(value) is not None

@@ -148,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         "doctor", "doctor:doctor", "whether the sandbox works on this machine, and why not", _json
     )
     top.add("demo", "demo:demo", "run a sample task offline with the scripted worker", _demo)
+    top.add("mcp", "mcp:serve", "serve harness's commands as MCP tools on stdin/stdout")
     return parser
 
 

@@ -5,10 +5,23 @@ and no OTEL_* variable reaching a worker."""
 
 from __future__ import annotations
 
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -16,7 +29,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from harness.base.errors import Halted
 from harness.step import orchestrator, tracing
 
-from .conftest import subtask
+from .conftest import calc_patch, ok, scripted, subtask
 from .scripted import DIFF, Scripted, load, repository
 
 ON = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
@@ -210,3 +223,167 @@ def test_the_usage_an_answer_reports_reaches_its_call_span(tmp_path: Path) -> No
     found = dict(call.attributes or {})
     assert found["harness.cost_usd"] == 0.5
     assert (found["gen_ai.usage.input_tokens"], found["gen_ai.usage.output_tokens"]) == (3, 4)
+
+
+# -- through the real CLI, to an OTLP/HTTP receiver -------------------------------------------
+
+
+class Receiver(http.server.ThreadingHTTPServer):
+    """A collector on 127.0.0.1: POST /v1/traces decoded as OTLP protobuf, answered 200."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+        super().__init__(("127.0.0.1", 0), _Traces)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def spans(self) -> list[tuple[str, dict[str, Any], str]]:
+        """Each span received: its name, attributes and service."""
+        found = []
+        for request in self.requests:
+            for rs in request.resource_spans:
+                service = next(
+                    a.value.string_value for a in rs.resource.attributes if a.key == "service.name"
+                )
+                for ss in rs.scope_spans:
+                    for span in ss.spans:
+                        attributes = {a.key: _value(a.value) for a in span.attributes}
+                        found.append((span.name, attributes, service))
+        return found
+
+
+class _Traces(http.server.BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path != "/v1/traces":
+            self.send_response(404)
+            self.end_headers()
+            return
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        self.server.requests.append(request)
+        reply = ExportTraceServiceResponse().SerializeToString()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _value(v: Any) -> Any:
+    return getattr(v, v.WhichOneof("value"))
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def traced_env(endpoint: str, **more: str) -> dict[str, str]:
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SDK_DISABLED": "false", **more}
+
+
+UNTRACED = {"OTEL_SDK_DISABLED": "true"}  # whatever the developer's shell has set
+# The demo's record commit, the same with tracing on as without (README, test_cli.py).
+DEMO_RECORD = "d91cf4daee13373f6e21be7177f975177d7da5f4"
+
+
+@pytest.mark.e2e
+def test_a_run_sends_its_spans_to_the_collector(tmp_path: Path, receiver: Receiver) -> None:
+    s = scripted(tmp_path)
+    s.write_plan([subtask("T1")])
+    s.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    res = s.cli("run", "demo", env=traced_env(receiver.endpoint, OTEL_SERVICE_NAME="ci"))
+    assert res.returncode == 0, res.stderr
+    assert "traces" not in res.stderr  # nothing lost
+    spans = receiver.spans()
+    names = sorted(name for name, _, _ in spans)
+    assert "invoke_workflow harness" in names and "subtask T1" in names
+    assert "invoke_agent scripted" in names
+    assert {"gate", "apply", "commit"} <= set(names)
+    (call,) = [attrs for name, attrs, _ in spans if name == "invoke_agent scripted"]
+    assert call["gen_ai.operation.name"] == "invoke_agent"
+    assert call["gen_ai.agent.name"] == "scripted"
+    assert call["harness.subtask.id"] == "T1" and call["harness.status"] == "ok"
+    assert {service for _, _, service in spans} == {"ci"}
+
+
+@pytest.mark.e2e
+def test_the_demo_with_tracing_on_records_the_same_commits(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    where = tmp_path / "demo"
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_CLOCK"}
+    res = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "demo", "--dir", str(where)],
+        capture_output=True,
+        text=True,
+        env=env | traced_env(receiver.endpoint),
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    head = subprocess.run(
+        ["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    )
+    assert head.stdout.strip() == DEMO_RECORD
+    names = [name for name, _, _ in receiver.spans()]
+    assert names.count("invoke_workflow harness") >= 1
+    assert {"subtask T1", "subtask T2", "subtask T3"} <= set(names)
+
+
+def closed_port() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.e2e
+def test_a_collector_down_or_silent_neither_fails_nor_slows_a_run(tmp_path: Path) -> None:
+    # Listening, never accepting: connections are made and never answered.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    endpoints = {
+        "untraced": None,
+        "closed port": closed_port(),
+        "silent": f"http://127.0.0.1:{silent.getsockname()[1]}",
+    }
+    took, heads = {}, {}
+    try:
+        for name, endpoint in endpoints.items():
+            # The same folder each time: the script's path is in the registry, hence in
+            # every call id and commit.
+            shutil.rmtree(tmp_path / "run", ignore_errors=True)
+            (tmp_path / "run").mkdir()
+            s = scripted(tmp_path / "run")
+            s.write_plan([subtask("T1")])
+            s.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+            env = UNTRACED if endpoint is None else traced_env(endpoint)
+            began = time.monotonic()
+            res = s.cli("run", "demo", env=env)
+            took[name] = time.monotonic() - began
+            assert res.returncode == 0, res.stderr
+            heads[name] = s.head()
+            if endpoint is not None:
+                assert "harness: traces:" in res.stderr and "spans not exported" in res.stderr
+    finally:
+        silent.close()
+    assert len(set(heads.values())) == 1, heads
+    print(f"wall time: {took}", file=sys.stderr)
+    for name in ("closed port", "silent"):
+        assert took[name] - took["untraced"] < 3.0, took

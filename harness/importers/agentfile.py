@@ -307,23 +307,22 @@ class _Parser:
     def _persona_file(self, ref: Ref, path: PathToken) -> str:
         """The repository path of an agent's persona: the file named, or a skill folder's
         SKILL.md when the last part of the path has no `.`."""
-        folder = self.resolve(path)
+        named = self.resolve(path)
         if "." in posixpath.basename(path.text):
             self.load(path)
-            return folder
-        skill = PathToken(posixpath.join(path.text, "SKILL.md"), path.line, path.col)
-        self.resolve(skill)
-        try:
-            self.load(skill)
-        except InvalidInput as exc:
-            self.fail(
-                path.line,
-                path.col,
-                f"AGENT {ref.name} FROM {path.text}: a skill is read from its folder's "
-                f"SKILL.md in the repository, and harness searches no skills.paths for a "
-                f"skill by name ({str(exc).rsplit(': ', 2)[-1]})",
-            )
-        return self.resolve(skill)
+            return named
+        skill = posixpath.join(path.text, "SKILL.md")
+        if skill not in self.files:
+            try:
+                self.files[skill] = self.read(skill)
+            except (InvalidInput, OSError, ValueError) as exc:
+                self.fail(
+                    path.line,
+                    path.col,
+                    f"AGENT {ref.name} FROM {path.text}: {exc or 'cannot be read'} (a skill is "
+                    "its folder's SKILL.md; harness searches no skills.paths for one by name)",
+                )
+        return posixpath.join(named, "SKILL.md")
 
     def _goal(self, line: int, head: Token, tokens: Tokens) -> Goal:
         self.goal_count += 1

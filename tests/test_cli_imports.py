@@ -4,13 +4,14 @@ orchestrator, the boundary's proxy or the readers they do not run."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import orjson
 import pytest
 
-from .conftest import Sample, subtask
+from .conftest import CLOCK, Sample, calc_patch, ok, subtask
 
 # Each test starts the command line in a fresh interpreter: what start-up imports.
 pytestmark = pytest.mark.e2e
@@ -44,10 +45,11 @@ NEVER_FOR_READING = {
 }
 
 
-def loaded(*args: str) -> set[str]:
-    """The modules loaded once `harness *args` is done; it must have exited 0."""
+def loaded(*args: str, env: dict[str, str] | None = None) -> set[str]:
+    """The modules loaded once `harness *args` is done (in `env`, else ours); it must have
+    exited 0."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True, env=env
     )
     code, modules = orjson.loads(done.stderr.splitlines()[-1])
     assert code == 0, done.stderr
@@ -98,3 +100,20 @@ def test_plan_show_imports_neither_the_importers_nor_the_pre_flight(sample: Samp
     assert commands(modules) == {"harness.cli.commands.plan_show"}
     assert not NEVER_FOR_READING & modules
     assert not {"harness.step.preflight", "harness.step.drafting", "yaml"} & modules
+
+
+def test_a_run_imports_opentelemetry_only_when_the_variables_ask_for_traces(
+    sample: Sample,
+) -> None:
+    sample.write_plan([subtask("T1")])
+    sample.write_script([ok("T1", ("src/calc.py", calc_patch()))])
+    untraced = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    untraced["HARNESS_CLOCK"] = CLOCK
+    task = ("demo", "--quiet", "--repo", str(sample.root))
+    modules = loaded("next", *task, env=untraced)
+    assert "harness.step.orchestrator" in modules  # it did run the step
+    assert not {m for m in modules if m.partition(".")[0] == "opentelemetry"}
+    assert "harness.step.spans" not in modules
+    # The twin, asked for traces (of the task's completion; a collector down changes nothing).
+    traced = untraced | {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    assert {"harness.step.spans", "opentelemetry.sdk.trace"} <= loaded("run", *task, env=traced)

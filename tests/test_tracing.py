@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -29,7 +30,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from harness.base.errors import Halted
 from harness.step import orchestrator, tracing
 
-from .conftest import calc_patch, ok, scripted, subtask
+from .conftest import Sample, calc_patch, ok, scripted, subtask
 from .scripted import DIFF, Scripted, load, repository
 
 ON = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
@@ -387,3 +388,63 @@ def test_a_collector_down_or_silent_neither_fails_nor_slows_a_run(tmp_path: Path
     print(f"wall time: {took}", file=sys.stderr)
     for name in ("closed port", "silent"):
         assert took[name] - took["untraced"] < 3.0, took
+
+
+# A worker that answers with the names of the variables it was given, as an artifact.
+ENV_WORKER = """#!/bin/sh
+if [ "$1" = "--version" ]; then echo "envdump 1.0.0"; exit 0; fi
+exec "$HARNESS_PYTHON" -c '
+import json, os, sys
+context, prompt = (json.loads(line) for line in sys.stdin.read().splitlines())
+names = " ".join(sorted(os.environ))
+result = {"diffs": [], "artifacts": [{"name": "env.txt", "content": names}], "notes": []}
+head = {"ts": prompt["ts"], "task_id": prompt["task_id"], "agent_id": "envdump"}
+print(json.dumps({**head, "status": "ok", "result": result}))
+'
+"""
+
+
+def worker_environment(s: Sample, allow: list[str], env: dict[str, str]) -> set[str]:
+    """The variables a worker saw in a traced run, the registry allowing it `allow`."""
+    launcher = s.root / "agents" / "envdump"
+    launcher.write_text(ENV_WORKER)
+    launcher.chmod(0o755)
+    reg = s.read_json("ai/agents/registry.json")
+    reg["agents"].append(
+        {
+            "id": "envdump",
+            "cmd": "agents/envdump",
+            "version": ">=0.1",
+            "capabilities": ["review"],
+            "args": [],
+            "env": allow,
+        }
+    )
+    s.write_json("ai/agents/registry.json", reg)
+    s.write_plan([subtask("R1", role="review", write_scope="none", agent="envdump")])
+    s.commit_all("an agent that shows its environment")
+    res = s.cli("run", "demo", env=env)
+    assert res.returncode == 0, res.stderr
+    (answer,) = (s.root / "ai" / "exchanges" / "demo").glob("*/stdout.ndjson")
+    line = orjson.loads(answer.read_bytes())
+    return set(line["result"]["artifacts"][0]["content"].split())
+
+
+@pytest.mark.e2e
+def test_no_otel_variable_reaches_a_worker(tmp_path: Path, receiver: Receiver) -> None:
+    s = scripted(tmp_path)
+    env = traced_env(receiver.endpoint, OTEL_SERVICE_NAME="ci", OTEL_EXPORTER_OTLP_HEADERS="k=v")
+    seen = worker_environment(s, [], env)
+    assert "HARNESS_PYTHON" in seen  # it did report its environment
+    assert not {name for name in seen if name.startswith("OTEL_")}
+    assert any(name == "invoke_agent envdump" for name, _, _ in receiver.spans())
+
+
+@pytest.mark.e2e
+def test_an_otel_variable_the_registry_allows_reaches_the_worker(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    s = scripted(tmp_path)
+    env = traced_env(receiver.endpoint, OTEL_SERVICE_NAME="ci")
+    seen = worker_environment(s, ["OTEL_SERVICE_NAME"], env)
+    assert {name for name in seen if name.startswith("OTEL_")} == {"OTEL_SERVICE_NAME"}

@@ -363,7 +363,8 @@ def test_verify_needs_a_readable_public_key_and_no_output(
     for args, reason in [
         (("--verify", str(path)), "needs --key"),
         (("--verify", str(path), "--key", str(keys / "nosuch")), "nosuch: file not found"),
-        (("--verify", str(path), "--key", str(keys / "key.pem")), "not a PEM or OpenSSH public"),
+        (("--verify", str(path), "--key", str(keys / "key.pem")), "a private key; --key takes"),
+        (("--verify", str(path), "--key", str(path)), "nor an allowed signers file"),
         (("--verify", str(tmp_path / "none"), "--key", str(keys / "pub.pem")), "not found"),
         (("--verify", str(path), "--key", str(keys / "pub.pem"), "-o", "x"), "no file"),
         (("--key", str(keys / "pub.pem")), "--key goes with --verify"),

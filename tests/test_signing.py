@@ -238,3 +238,21 @@ def test_the_smallest_dsse_envelope_reads() -> None:
     raw = b'{"payload": "", "payloadType": "x", "signatures": [{"keyid": "a", "sig": ""}]}'
     found = signing.read(raw, "env")
     assert (found.payload, found.payload_type, found.signatures) == (b"", "x", (("a", b""),))
+
+
+def test_an_allowed_signers_file_is_told_from_a_key_line_and_from_junk() -> None:
+    line = public_line(KEY)
+    assert signing.is_ssh_public(line) and not signing.is_allowed_signers(line)
+    allowed = b"# team\nalice@example.org " + line + b'bob,carol namespaces="x" ' + line
+    assert signing.is_allowed_signers(allowed) and not signing.is_ssh_public(allowed)
+    for junk in (b"", b"# only a comment\n", b"alice@example.org\n", b"a b c\n", pem(KEY)):
+        assert not signing.is_allowed_signers(junk)
+        assert not signing.is_ssh_public(junk)
+
+
+def test_an_ssh_keyid_is_the_fingerprint_ssh_keygen_prints() -> None:
+    blob = base64.b64decode(public_line(KEY).split()[1])
+    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    assert signing.ssh_keyid(public_line(KEY), "k") == f"ssh:SHA256:{digest}"
+    assert refused(signing.ssh_keyid, b"ssh-ed25519 !!", "k") == "k: not an OpenSSH public key line"
+    assert refused(signing.ssh_keyid, b"ssh-ed25519", "k") == "k: not an OpenSSH public key line"

@@ -84,6 +84,47 @@ def public_key(data: bytes, label: str) -> Ed25519PublicKey:
     return key
 
 
+# The first word of an OpenSSH public key line: the key's type.
+_SSH_TYPES = (b"ssh-", b"ecdsa-sha2-", b"sk-ssh-", b"sk-ecdsa-")
+
+
+def is_ssh_public(data: bytes) -> bool:
+    """Whether `data` is an OpenSSH public key line (not a private key, not an allowed
+    signers line, which starts with a principal)."""
+    return data.lstrip().startswith(_SSH_TYPES)
+
+
+def is_allowed_signers(data: bytes) -> bool:
+    """Whether `data` reads as ssh-keygen's allowed signers file: each line that is not a
+    comment names principals, then a key (ssh-keygen itself judges the rest)."""
+    lines = [ln.split() for ln in data.splitlines() if ln.strip() and not ln.startswith(b"#")]
+    return bool(lines) and all(
+        len(words) >= 3 and any(w.startswith(_SSH_TYPES) for w in words[1:]) for words in lines
+    )
+
+
+def ssh_keyid(public_line: bytes, label: str) -> str:
+    """`ssh:` and the key's fingerprint as `ssh-keygen -l` prints it (SHA256:...)."""
+    words = public_line.split()
+    try:
+        blob = base64.b64decode(words[1], validate=True)
+    except (IndexError, binascii.Error):
+        raise InvalidInput(f"{label}: not an OpenSSH public key line") from None
+    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    return f"ssh:SHA256:{digest}"
+
+
+def envelope(payload: bytes, signatures: list[tuple[str, bytes]]) -> dict[str, Any]:
+    """An in-toto DSSE envelope of signatures made elsewhere, shaped as securesystemslib's."""
+    return {
+        "payload": base64.b64encode(payload).decode(),
+        "payloadType": IN_TOTO,
+        "signatures": [
+            {"keyid": kid, "sig": base64.b64encode(sig).decode()} for kid, sig in signatures
+        ],
+    }
+
+
 def pae(payload_type: str, payload: bytes) -> bytes:
     """DSSE's pre-authentication encoding: the bytes a signature covers."""
     kind = payload_type.encode()

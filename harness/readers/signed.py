@@ -18,6 +18,7 @@ import orjson
 
 from harness.base import files, signing
 from harness.base.errors import InvalidInput
+from harness.boundary import sshsig
 from harness.readers import attest
 from harness.repository import repo
 from harness.repository.layout import Layout
@@ -26,10 +27,18 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
 def sign(layout: Layout, task_id: str, key_path: Path, passphrase: bytes | None) -> bytes:
-    """The envelope's bytes: the payload is exactly what `harness attest` prints."""
-    key = signing.private_key(outside(layout, key_path), str(key_path), passphrase)
+    """The envelope's bytes: the payload is exactly what `harness attest` prints. `key_path`
+    holds an Ed25519 private key, or an OpenSSH public key whose private half ssh-agent (or
+    a hardware token through it) holds."""
+    label = str(key_path)
+    data = outside(layout, key_path)
     statement = files.pretty(attest.statement(layout, task_id))
-    return files.pretty(signing.sign(statement, key))
+    if signing.is_ssh_public(data):
+        line = data.strip().splitlines()[0] + b"\n"
+        kid = signing.ssh_keyid(line, label)
+        blob = sshsig.sign(signing.pae(signing.IN_TOTO, statement), line, label)
+        return files.pretty(signing.envelope(statement, [(kid, blob)]))
+    return files.pretty(signing.sign(statement, signing.private_key(data, label, passphrase)))
 
 
 def outside(layout: Layout, path: Path) -> bytes:
@@ -62,15 +71,16 @@ def verify(layout: Layout, task_id: str, envelope_path: Path, key_path: Path) ->
     if raw is None:
         raise InvalidInput(f"{label}: file not found")
     envelope = signing.read(raw, label)
-    key_raw = files.read_regular(key_path.resolve(), str(key_path), limit=signing.KEY_LIMIT)
+    key_raw = files.read_regular(key_path.resolve(), str(key_path))
     if key_raw is None:
         raise InvalidInput(f"{key_path}: file not found")
-    public = signing.public_key(key_raw, str(key_path))
+    if b"PRIVATE KEY-----" in key_raw:
+        raise InvalidInput(f"{key_path}: a private key; --key takes the public one")
     if envelope.payload_type != signing.IN_TOTO:
         return Verdict(False, f"payloadType is {envelope.payload_type!r}, not {signing.IN_TOTO}")
-    why = signing.check(envelope, public)
-    if why is not None:
-        return Verdict(False, why)
+    ok, signer = _signer(envelope, key_raw, str(key_path))
+    if not ok:
+        return Verdict(False, signer)
     why = _against_repository(layout, task_id, envelope.payload)
     if why is not None:
         return Verdict(False, why)
@@ -78,10 +88,35 @@ def verify(layout: Layout, task_id: str, envelope_path: Path, key_path: Path) ->
     head = statement["predicate"]["buildDefinition"]["internalParameters"]["log_head"]
     return Verdict(
         True,
-        f"signed by keyid {signing.keyid(public)}; commit "
-        f"{statement['subject'][0]['digest']['gitCommit']} and log head {head} match the "
-        "repository",
+        f"signed by {signer}; commit {statement['subject'][0]['digest']['gitCommit']} and "
+        f"log head {head} match the repository",
     )
+
+
+def _signer(envelope: signing.Envelope, key: bytes, label: str) -> tuple[bool, str]:
+    """(True, who signed) when a signature verifies with `key`: a PEM or OpenSSH public key
+    (an Ed25519 signature, or an ssh one by that key) or an allowed signers file (an ssh
+    signature by a key it names); else (False, why not)."""
+    ssh = [(kid, sig) for kid, sig in envelope.signatures if kid.startswith("ssh:")]
+    pem = key.lstrip().startswith(b"-----BEGIN")
+    if pem or (signing.is_ssh_public(key) and not ssh):
+        public = signing.public_key(key, label)
+        why = signing.check(envelope, public)
+        return (True, f"keyid {signing.keyid(public)}") if why is None else (False, why)
+    if not signing.is_ssh_public(key) and not signing.is_allowed_signers(key):
+        raise InvalidInput(f"{label}: not a PEM or OpenSSH public key, nor an allowed signers file")
+    if not ssh:
+        return False, "no ssh signature to check against the allowed signers"
+    allowed = b"key@harness-attest " + key if signing.is_ssh_public(key) else key
+    message = signing.pae(envelope.payload_type, envelope.payload)
+    why = ""
+    for kid, sig in ssh:
+        found = sshsig.verify(message, sig, allowed)
+        if isinstance(found, str):
+            why = found
+            continue
+        return True, f"{kid} ({', '.join(found)})"
+    return False, why
 
 
 def _against_repository(layout: Layout, task_id: str, payload: bytes) -> str | None:

@@ -337,10 +337,15 @@ def _attest(p: argparse.ArgumentParser) -> None:
         "--sign",
         metavar="KEY",
         help="sign into a DSSE envelope with this Ed25519 private key (PEM or OpenSSH; "
-        "kept outside the repository; HARNESS_SIGNING_PASSPHRASE for an encrypted PEM)",
+        "HARNESS_SIGNING_PASSPHRASE for an encrypted PEM), or with ssh-agent given an "
+        "OpenSSH public key; the file lies outside the repository",
     )
     how.add_argument("--verify", metavar="FILE", help="check this envelope (with --key)")
-    p.add_argument("--key", metavar="PUB", help="the signer's public key (PEM or OpenSSH)")
+    p.add_argument(
+        "--key",
+        metavar="PUB",
+        help="the signer's public key (PEM or OpenSSH), or an ssh allowed signers file",
+    )
 
 
 def _output(p: argparse.ArgumentParser, helptext: str) -> None:

@@ -357,7 +357,8 @@ class _Parser:
         form, with a name)."""
         if tokens.peek() is not None:
             return False
-        for line in tokens.lines[tokens.after :]:
+        for index in range(tokens.after, len(tokens.lines)):  # no copy of the rest
+            line = tokens.lines[index]
             body = line.lstrip()
             if body and not body.startswith("#"):
                 return len(body) < len(line)

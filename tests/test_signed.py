@@ -21,7 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from harness.base import signing
 from harness.boundary import proc
 
-from .conftest import Sample, completed_demo
+from .conftest import Sample, completed_demo, scripted
+from .test_tracing import worker_environment
 
 LOG = "ai/tasks/demo/progress.ndjson"
 
@@ -168,6 +169,21 @@ def test_a_key_inside_the_repository_or_linked_into_it_is_refused(
     assert signed(copy, outside) == signed(ran, keys / "key")
 
 
+def test_a_signing_passphrase_the_registry_allowlists_never_reaches_a_worker(
+    tmp_path: Path,
+) -> None:
+    """Through a real run: a worker that reports its environment, allowed the passphrase's
+    name and a token's; the token reaches it, the passphrase reaches neither it nor the
+    record."""
+    s = scripted(tmp_path)
+    env = {"HARNESS_SIGNING_PASSPHRASE": "s3cret-passphrase", "MY_TOKEN": "t"}
+    seen = worker_environment(s, ["HARNESS_SIGNING_PASSPHRASE", "MY_TOKEN"], env)
+    assert "MY_TOKEN" in seen
+    assert "HARNESS_SIGNING_PASSPHRASE" not in seen
+    for path in (s.root / "ai").rglob("*"):
+        assert not path.is_file() or b"s3cret-passphrase" not in path.read_bytes(), path
+
+
 def test_a_signing_passphrase_never_reaches_a_worker_even_allowlisted(tmp_path: Path) -> None:
     source = {"HARNESS_SIGNING_PASSPHRASE": "s3cret", "MY_TOKEN": "t"}
     env = proc.base_env(tmp_path, ["HARNESS_SIGNING_PASSPHRASE", "MY_TOKEN"], source)
@@ -280,6 +296,41 @@ def test_a_statement_the_key_signed_but_the_repository_refutes_is_refused(
     assert (code, line) == (
         1,
         "attest other: REFUSED: the Statement is of task 'demo', not 'other'",
+    )
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"[]",
+        b"not json",
+        b'{"predicate": [], "subject": "x"}',
+        b'{"predicate": {"buildDefinition": {"externalParameters": {"task_id": "demo"}}}, '
+        b'"subject": [{"digest": {"gitCommit": 7}}]}',
+    ],
+)
+def test_a_signed_payload_of_any_shape_is_refused_not_a_crash(
+    ran: Sample, keys: Path, tmp_path: Path, payload: bytes
+) -> None:
+    key = serialization.load_pem_private_key((keys / "key.pem").read_bytes(), None)
+    assert isinstance(key, Ed25519PrivateKey)
+    code, line = verify(ran, written(tmp_path, signing.sign(payload, key)), keys / "key.pub")
+    assert code == 1, line
+    assert "not a harness Statement" in line or "is not a commit id" in line
+
+
+def test_odd_shapes_in_a_signed_statement_are_named_not_crashed_on(
+    ran: Sample, keys: Path, envelope: dict[str, Any], tmp_path: Path
+) -> None:
+    def odd(s: dict[str, Any]) -> None:
+        s["subject"].append("not a descriptor")
+        s["subject"].append({"digest": "not a digest"})
+        s["predicate"]["runDetails"] = []
+
+    code, line = verify(ran, written(tmp_path, resigned(envelope, keys, odd)), keys / "key.pub")
+    assert (code, line) == (
+        1,
+        "attest demo: REFUSED: the Statement differs from the repository's at predicate.runDetails",
     )
 
 

@@ -67,7 +67,7 @@ def verify(layout: Layout, task_id: str, envelope_path: Path, key_path: Path) ->
     """Whether the envelope at `envelope_path` is signed by the key at `key_path` and its
     Statement is the one the repository gives now, with the log on disk where it ended."""
     label = str(envelope_path)
-    raw = files.read_regular(envelope_path, label)
+    raw = files.read_regular(envelope_path.resolve(), label)
     if raw is None:
         raise InvalidInput(f"{label}: file not found")
     envelope = signing.read(raw, label)
@@ -164,16 +164,27 @@ def _first_difference(claimed: dict[str, Any], now: dict[str, Any]) -> str | Non
     return None
 
 
-def _subject(statement: dict[str, Any]) -> tuple[Any, Any]:
-    digests = [s.get("digest", {}) for s in statement.get("subject", [])]
-    commit = next((d.get("gitCommit") for d in digests if "gitCommit" in d), None)
-    tree = next((d.get("gitTree") for d in digests if "gitTree" in d), None)
+def _subject(statement: Any) -> tuple[Any, Any]:
+    subjects = _at(statement, "subject")
+    listed = subjects if isinstance(subjects, list) else []
+    digests = [d for s in listed if isinstance(d := _at(s, "digest"), dict)]
+    commit = next((d["gitCommit"] for d in digests if "gitCommit" in d), None)
+    tree = next((d["gitTree"] for d in digests if "gitTree" in d), None)
     return commit, tree
 
 
-def _head(statement: dict[str, Any]) -> Any:
-    build = statement.get("predicate", {}).get("buildDefinition", {})
-    return build.get("internalParameters", {}).get("log_head")
+def _head(statement: Any) -> Any:
+    return _at(statement, "predicate", "buildDefinition", "internalParameters", "log_head")
+
+
+def _at(doc: Any, *keys: str) -> Any:
+    """What a signed payload holds at `keys`, None where it holds no object on the way: a
+    payload the key signed may still have any shape."""
+    for key in keys:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
 
 
 def _where(claimed: Any, now: Any, at: str = "") -> str:

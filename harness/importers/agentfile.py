@@ -13,7 +13,8 @@ The language, as read here:
   [-> f, g] [USING a, b ...] [mode]`, `CONVERGE name (...as GOAL...) WITHIN (n | $input)
   [mode]`, `RUN name USING g, h [THEN k ...] [mode]`, `LOOP name USING g, h ... WITHIN
   (n | $input)`, `SUPERVISED [HUMAN]`, `SECURITY default`; a mode is `SUPERVISED [HUMAN]`
-  or `UNSUPERVISED`. Keywords are upper case and reserved; names are a letter then letters,
+  or `UNSUPERVISED`. A GOAL's or CONVERGE's clauses may come in any order, `->` also before
+  the outcome (the project's files write all these orders). Keywords are upper case and reserved; names are a letter then letters,
   digits, `_` or `-`, except NAME's, which is any one word. A string is `"..."` on one line
   (backslash escapes: quote, n, t, r, backslash; any other backslash stays) or, between
   triple quotes, over lines, unescaped, without the newline just after its opening quotes

@@ -14,12 +14,13 @@ The language, as read here:
   [mode]`, `RUN name USING g, h [THEN k ...] [mode]`, `LOOP name USING g, h ... WITHIN
   (n | $input)`, `SUPERVISED [HUMAN]`, `SECURITY default`; a mode is `SUPERVISED [HUMAN]`
   or `UNSUPERVISED`. A GOAL's or CONVERGE's clauses may come in any order, `->` also before
-  the outcome (the project's files write all these orders). Keywords are upper case and reserved; names are a letter then letters,
-  digits, `_` or `-`, except NAME's, which is any one word. A string is `"..."` on one line
-  (backslash escapes: quote, n, t, r, backslash; any other backslash stays) or, between
-  triple quotes, over lines, unescaped, without the newline just after its opening quotes
-  nor the line of its closing ones when they stand alone. A `#` that starts a line or a
-  token begins a comment. A path or a DEFAULT value is one word, or a string.
+  the outcome (the project's files write all these orders). Keywords are upper case and
+  reserved; names are a letter then letters, digits, `_` or `-`, except NAME's, which is
+  any one word. A string is `"..."` on one line (backslash escapes: quote, n, t, r,
+  backslash; any other backslash stays) or, between triple quotes, over lines, unescaped,
+  without the newline just after its opening quotes nor the line of its closing ones when
+  they stand alone. A `#` that starts a line or a token begins a comment. A path or a
+  DEFAULT value is one word, or a string.
 - Refused, naming the construct and why: `SECURITY paranoid` and `SECURITY research`
   (modes of the project's own tool-call checks, which harness does not have), an AGENT
   FROM a skill name searched in the project's skills.paths (it names no repository file),

@@ -7,11 +7,13 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver.exceptions import ToolError
@@ -180,6 +182,42 @@ def test_next_on_a_fresh_plan_runs_one_subtask_with_progress(tmp_path: Path) -> 
     assert any(line.startswith("T1: commit ok") for line in seen)
     assert "A = 1" in (fresh.root / "src" / "calc.py").read_text()
     assert fresh.head() != base
+
+
+@pytest.mark.e2e
+def test_a_cancelled_run_stops_its_command_and_frees_the_task(tmp_path: Path) -> None:
+    slow = scripted(tmp_path)
+    slow.write_plan([subtask("T1")])
+    slow.write_script([{**ok("T1", ("src/calc.py", calc_patch())), "sleep_s": 120}])
+
+    async def body(client: Client) -> None:
+        working = anyio.Event()
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            if message is not None and "working as" in message:
+                working.set()
+
+        async with anyio.create_task_group() as calls:
+
+            async def calling() -> None:
+                await client.call_tool("next_subtask", {"task_id": "demo"}, None, progress)
+
+            calls.start_soon(calling)
+            await working.wait()
+            calls.cancel_scope.cancel()
+        # The command was stopped, not left running: its lock is free at once.
+        with anyio.fail_after(60):
+            while True:
+                status = await client.call_tool("status", {"task_id": "demo"})
+                if "(exit 3: busy" not in text(status):
+                    break
+                await anyio.sleep(0.2)
+
+    began = time.monotonic()
+    talk(slow.root, body)
+    assert time.monotonic() - began < 100
+    # Stopped where a kill would stop it: the call invoked, no outcome, nothing committed.
+    assert slow.names() == ["task_started", "subagent_invoked"]
 
 
 @pytest.mark.e2e

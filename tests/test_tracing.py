@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from harness.base.errors import Halted
+from harness.repository.layout import Layout
 from harness.step import orchestrator, tracing
 
 from .conftest import Sample, calc_patch, ok, scripted, subtask
@@ -448,3 +449,25 @@ def test_an_otel_variable_the_registry_allows_reaches_the_worker(
     env = traced_env(receiver.endpoint, OTEL_SERVICE_NAME="ci")
     seen = worker_environment(s, ["OTEL_SERVICE_NAME"], env)
     assert {name for name in seen if name.startswith("OTEL_")} == {"OTEL_SERVICE_NAME"}
+
+
+def test_a_nested_plans_subtasks_hang_under_the_subtask_that_runs_it(tmp_path: Path) -> None:
+    root = repository(tmp_path, [*plan("T1"), {"id": "N", "plan": "inner", "depends_on": ["T1"]}])
+    inner = {"task_id": "inner", "created": "2026-01-01T00:00:00Z", "subtasks": plan("I1")}
+    Layout(root).plan("inner").parent.mkdir(parents=True, exist_ok=True)
+    Layout(root).plan("inner").write_bytes(orjson.dumps(inner))
+    worker = Scripted({"T1": [DIFF], "I1": [DIFF]})
+    spans = traced_run(root, worker)
+    worker.assert_used()
+    found = tree(spans)
+    assert found["subtask N"] == "invoke_workflow harness"
+    assert found["subtask I1"] == "subtask N"
+    assert found["invoke_agent scripted#2"] == "subtask I1"
+    (i1,) = by_name(spans, "subtask I1")
+    assert dict(i1.attributes or {}) == {
+        "harness.task.id": "inner",
+        "harness.subtask.id": "I1",
+        "harness.status": "done",
+    }
+    (n,) = by_name(spans, "subtask N")
+    assert dict(n.attributes or {})["harness.status"] == "done"

@@ -285,6 +285,22 @@ def test_a_wrong_repository_is_refused_before_serving(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
+def test_without_the_sdk_the_command_says_how_to_get_it(done: Sample) -> None:
+    hidden = "import sys; sys.modules['mcp'] = None; from harness.cli.main import main; "
+    res = subprocess.run(
+        [sys.executable, "-c", hidden + "sys.exit(main(sys.argv[1:]))", "mcp"],
+        capture_output=True,
+        text=True,
+        cwd=done.root,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == "harness: harness mcp needs the MCP SDK: pip install 'harness[mcp]'\n"
+
+
+@pytest.mark.e2e
 def test_a_committed_symlink_for_the_tasks_folder_is_refused(done: Sample, tmp_path: Path) -> None:
     s = scripted(tmp_path)
     (s.root / "ai" / "tasks").rename(s.root / "ai" / "elsewhere")
@@ -317,6 +333,10 @@ def test_argv_puts_every_value_where_no_option_is_read() -> None:
     for bad in ("-h", "--repo", "-"):
         with pytest.raises(ToolError, match="never starts with '-'"):
             mcpserver.argv(Path("/r"), ["status"], [], [bad])
+    with pytest.raises(ToolError, match="NUL character"):
+        mcpserver.argv(Path("/r"), ["approve"], ["--reason=a\0b"], ["demo", "T1"])
+    with pytest.raises(ToolError, match="NUL character"):
+        mcpserver.argv(Path("/r"), ["status"], [], ["de\0mo"])
 
 
 def test_a_failure_says_the_last_error_line_the_exit_and_what_was_printed() -> None:

@@ -71,6 +71,9 @@ def argv(root: Path, words: list[str], options: list[str], positionals: list[str
             raise ToolError(
                 f"{printable(value)!r}: an id never starts with '-' (exit 2: bad input)"
             )
+    if any("\0" in value for value in (*options, *positionals)):
+        # No process takes one in its arguments: refused here, in the command's words.
+        raise ToolError("an argument holds a NUL character (exit 2: bad input)")
     return [
         sys.executable,
         "-m",

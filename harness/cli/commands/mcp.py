@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli import located, mcpserver
+from harness.base.errors import InvalidInput
+from harness.cli import located
 
 
 def serve(args: argparse.Namespace) -> int:
-    mcpserver.server(located.repository(args).root).run()
+    root = located.repository(args).root
+    try:
+        from harness.cli import mcpserver
+    except ModuleNotFoundError as exc:
+        # The SDK is an extra: without it, say how to get it, not a crash log.
+        if exc.name is None or exc.name.split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise InvalidInput("harness mcp needs the MCP SDK: pip install 'harness[mcp]'") from None
+    mcpserver.server(root).run()
     return 0

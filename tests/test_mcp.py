@@ -185,7 +185,7 @@ def test_next_on_a_fresh_plan_runs_one_subtask_with_progress(tmp_path: Path) -> 
 
 
 @pytest.mark.e2e
-def test_a_cancelled_run_stops_its_command_and_frees_the_task(tmp_path: Path) -> None:
+def test_a_cancelled_run_stops_its_command_and_a_busy_task_is_refused(tmp_path: Path) -> None:
     slow = scripted(tmp_path)
     slow.write_plan([subtask("T1")])
     slow.write_script([{**ok("T1", ("src/calc.py", calc_patch())), "sleep_s": 120}])
@@ -204,6 +204,9 @@ def test_a_cancelled_run_stops_its_command_and_frees_the_task(tmp_path: Path) ->
 
             calls.start_soon(calling)
             await working.wait()
+            # Meanwhile the task is busy: a second run is refused, as the command refuses it.
+            busy = await client.call_tool("next_subtask", {"task_id": "demo"})
+            assert busy.is_error and "(exit 3: busy: another harness holds" in text(busy)
             calls.cancel_scope.cancel()
         # The command was stopped, not left running: its lock is free at once.
         with anyio.fail_after(60):

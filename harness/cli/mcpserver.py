@@ -35,12 +35,13 @@ MEANINGS = {
     Halted.exit_code: "halted or blocked",
     InvalidInput.exit_code: "bad input",
     Busy.exit_code: "busy: another harness holds the task's lock",
-    4: "internal error (the crash log is named above)",
+    4: "internal error: see the crash log it names",
     INTERRUPTED: "interrupted",
 }
 # A child asked to stop (the call was cancelled) has this long to log where it stopped.
 STOP_GRACE_S = 10.0
-# A line of stderr longer than this is a line still: asyncio's default limit is 64 KiB.
+# How long a stderr line may be (asyncio's default, 64 KiB, could refuse an error line quoting
+# a long path); harness's own lines are far shorter.
 LINE_LIMIT = 1 << 20
 
 TaskId = Annotated[str, Field(description="a task id: the folder name under ai/tasks")]
@@ -205,8 +206,9 @@ def server(root: Path) -> MCPServer:
             "change and records everything. Each tool is the harness command it names."
         ),
     )
-    _reading_tools(mcp, Tools(root))
-    _running_tools(mcp, Tools(root))
+    tools = Tools(root)
+    _reading_tools(mcp, tools)
+    _running_tools(mcp, tools)
     return mcp
 
 

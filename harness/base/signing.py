@@ -11,7 +11,9 @@ import base64
 import binascii
 import copy
 import hashlib
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -22,6 +24,7 @@ from securesystemslib import dsse
 from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
+from harness.base import files
 from harness.base.errors import InvalidInput
 
 IN_TOTO = "application/vnd.in-toto+json"
@@ -36,6 +39,24 @@ _ENCRYPTED_OPENSSH = (
 def keyid(public: Ed25519PublicKey) -> str:
     raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return hashlib.sha256(raw).hexdigest()
+
+
+def read_key(root: Path, path: Path, label: str) -> bytes:
+    """The bytes of a key file that lies outside the repository at `root`, whichever way it
+    is named: nothing under the root (a worker's copy, the record) may ever hold a key, so a
+    key there, or a link to one there, is refused before it is read."""
+    top = root.resolve()
+    named = Path(os.path.abspath(path))  # `..` taken away as written; links, next line
+    real = named.resolve()
+    if named.is_relative_to(top) or real.is_relative_to(top):
+        raise InvalidInput(
+            f"{label}: inside the repository; keep signing keys outside it, where no worker "
+            "and no record can reach them"
+        )
+    data = files.read_regular(real, label, limit=KEY_LIMIT)
+    if data is None:
+        raise InvalidInput(f"{label}: file not found")
+    return data
 
 
 def private_key(data: bytes, label: str, passphrase: bytes | None) -> Ed25519PrivateKey:
@@ -123,6 +144,14 @@ def envelope(payload: bytes, signatures: list[tuple[str, bytes]]) -> dict[str, A
             {"keyid": kid, "sig": base64.b64encode(sig).decode()} for kid, sig in signatures
         ],
     }
+
+
+def load_public(path: Path) -> Ed25519PublicKey:
+    """The Ed25519 public key in the file at `path` (PEM or an OpenSSH line)."""
+    data = files.read_regular(path.resolve(), str(path), limit=KEY_LIMIT)
+    if data is None:
+        raise InvalidInput(f"{path}: file not found")
+    return public_key(data, str(path))
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:

@@ -315,7 +315,7 @@ def _readers(top: _Commands) -> None:
         _attest,
     )
     top.on_task(
-        "audit", "audit:audit", "check a task's log, exchanges, commits and tokens", _json_flag
+        "audit", "audit:audit", "check a task's log, exchanges, commits and tokens", _audit
     )
     top.on_task("log", "log:log", "the task's log, one line per event", _log)
 
@@ -327,6 +327,16 @@ def _replay(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="re-run checks with the recorded [sandbox] and network, even uncontained "
         "(default: always in the sandbox, no network): only for a record you trust",
+    )
+
+
+def _audit(p: argparse.ArgumentParser) -> None:
+    _json_flag(p)
+    p.add_argument(
+        "--key",
+        metavar="PUB",
+        help="also check the log head signatures of record commits against this Ed25519 "
+        "public key (PEM or OpenSSH): the newest commit must carry one",
     )
 
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
 import ijson
@@ -29,11 +29,14 @@ from harness.readers.audit_commits import Commits
 from harness.readers.audit_exchanges import ExchangeAudit
 from harness.readers.audit_tokens import TokenAudit
 from harness.readers.findings import Finding, Findings
-from harness.record import progress, protocol
+from harness.record import checkpoint, progress, protocol
 from harness.record.protocol import short
 from harness.repository import repo
 from harness.repository.layout import Layout
 from harness.spec import planstream
+
+if TYPE_CHECKING:  # the `sign` extra's key type, imported by `audit --key` alone
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 _Event = dict[str, Any]
 _Planned = tuple[tuple[str, ...], tuple[str, ...]]  # a subtask's scope's globs, its depends_on
@@ -61,14 +64,15 @@ class Report:
         }
 
 
-def audit(layout: Layout, task_id: str) -> Report:
-    """Every finding about the task's log, plan, exchanges, commits and tokens, by line.
+def audit(layout: Layout, task_id: str, key: Ed25519PublicKey | None = None) -> Report:
+    """Every finding about the task's log, plan, exchanges, commits and tokens, by line; with
+    `key`, about the log head signatures of its record commits too (checkpoint.audit).
 
     A finding's seq is the position of the line in the file, which is its seq in a sound log.
     """
     if not layout.task_dir(task_id).is_dir():
         raise InvalidInput(f"ai/tasks/{task_id}: no such task")
-    return _Audit(layout, task_id).run()
+    return _Audit(layout, task_id, key).run()
 
 
 class _Needs(Mapping[str, tuple[str, ...]]):
@@ -95,8 +99,8 @@ class _Needs(Mapping[str, tuple[str, ...]]):
 
 
 class _Audit:
-    def __init__(self, layout: Layout, task_id: str) -> None:
-        self.layout, self.task_id = layout, task_id
+    def __init__(self, layout: Layout, task_id: str, key: Ed25519PublicKey | None) -> None:
+        self.layout, self.task_id, self.key = layout, task_id, key
         self.found = Findings()
         self.add = self.found.add
         self.git = repo.Repo(layout.root)
@@ -177,6 +181,9 @@ class _Audit:
             self.add("record", None, f"commit {short(sha)} carries no Harness-Log-Head")
         records = self.git.task_commits(self.task_id, head, records=True)
         named = [*reversed(records), last]
+        if self.key is not None:
+            for line in checkpoint.audit(named, sha, self.key, self.task_id):
+                self.add("record", None, line)
         return sha, {t["Harness-Log-Head"]: c for c, t in named if "Harness-Log-Head" in t}
 
     def differences(self, anchor: str, spool: repo.Spool, how: str) -> set[str]:

@@ -1,14 +1,10 @@
 """`harness attest --sign` and `--verify`: a task's Statement signed into a DSSE envelope,
-and an envelope checked against a key and against the repository as it is now.
-
-A signing key stays outside the repository: nothing under its root (a worker's copy, the
-record) may ever hold one, so a key there, or a link to one there, is refused before it is
-read.
+and an envelope checked against a key and against the repository as it is now (a signing
+key is read only from outside the repository: signing.read_key).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +27,7 @@ def sign(layout: Layout, task_id: str, key_path: Path, passphrase: bytes | None)
     holds an Ed25519 private key, or an OpenSSH public key whose private half ssh-agent (or
     a hardware token through it) holds."""
     label = str(key_path)
-    data = outside(layout, key_path)
+    data = signing.read_key(layout.root, key_path, label)
     statement = files.pretty(attest.statement(layout, task_id))
     if signing.is_ssh_public(data):
         line = data.strip().splitlines()[0] + b"\n"
@@ -39,22 +35,6 @@ def sign(layout: Layout, task_id: str, key_path: Path, passphrase: bytes | None)
         blob = sshsig.sign(signing.pae(signing.IN_TOTO, statement), line, label)
         return files.pretty(signing.envelope(statement, [(kid, blob)]))
     return files.pretty(signing.sign(statement, signing.private_key(data, label, passphrase)))
-
-
-def outside(layout: Layout, path: Path) -> bytes:
-    """The bytes of a key file that lies outside the repository, whichever way it is named."""
-    root = layout.root.resolve()
-    named = Path(os.path.abspath(path))  # `..` taken away as written; links, next line
-    real = named.resolve()
-    if named.is_relative_to(root) or real.is_relative_to(root):
-        raise InvalidInput(
-            f"{path}: inside the repository; keep signing keys outside it, where no worker "
-            "and no record can reach them"
-        )
-    data = files.read_regular(real, str(path), limit=signing.KEY_LIMIT)
-    if data is None:
-        raise InvalidInput(f"{path}: file not found")
-    return data
 
 
 @dataclass(frozen=True)

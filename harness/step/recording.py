@@ -16,6 +16,8 @@ def record(task: Task) -> list[str]:
         f"Harness-Task: {task.task_id}\n"
         f"Harness-Log-Head: {task.log.head}\n"
     )
+    if task.signer is not None:
+        message += task.signer.trailer(task.task_id, task.log.head) + "\n"
     who = (task.config.name, task.config.email)
     head = task.git.head()
     found = recordset.collect(

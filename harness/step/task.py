@@ -16,7 +16,7 @@ from harness.boundary import policy, proc, registry
 from harness.boundary.contain import Containment
 from harness.boundary.registry import Agent
 from harness.checks.suite import Steps
-from harness.record import protocol, tokens
+from harness.record import checkpoint, protocol, tokens
 from harness.record.ledger import EMPTY, Ledger
 from harness.record.progress import Log
 from harness.repository import repo
@@ -93,6 +93,7 @@ class Task:
     depth: int = 0  # how deep in plans running plans this task runs (nesting.py)
     person: bool = True  # someone may approve a change now (`run --no-human`: nobody)
     rules: policy.Policy | None = None  # ai/policy.toml as this command read it
+    signer: checkpoint.Signer | None = None  # signs record commits' log heads (live only)
 
     @classmethod
     def load(
@@ -118,6 +119,7 @@ class Task:
         if log is None:  # a replay makes no call; each exchange's argv holds its policy
             task.rules = policy.load(layout)
             task.agents = policy.apply(task.agents, task.rules, root)
+            task.signer = checkpoint.signer(root)  # a replay takes record commits as made
         task.log.uncontained = not task.config.contained
         over = budgets.problems(task.config, task.plan)
         if over:

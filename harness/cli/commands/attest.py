@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.base import files
 from harness.base.errors import InvalidInput
-from harness.cli import located
+from harness.cli import extras, located
 from harness.cli.output import emit
 from harness.readers import attest as provenance
 
@@ -27,7 +27,7 @@ def attest(args: argparse.Namespace) -> int:
         # The `sign` extra's libraries: plain `attest` neither needs nor pays for them.
         from harness.readers import signed
     except ModuleNotFoundError as exc:
-        raise _missing(exc) from None
+        raise extras.missing(exc, "sign", extras.SIGN, "attest --sign/--verify") from None
     if args.verify is not None:
         if args.key is None:
             raise InvalidInput("attest --verify needs --key: the signer's public key")
@@ -42,9 +42,3 @@ def attest(args: argparse.Namespace) -> int:
     )
     emit(envelope, args.output)
     return 0
-
-
-def _missing(exc: ModuleNotFoundError) -> Exception:
-    if exc.name is None or exc.name.split(".")[0] not in ("securesystemslib", "cryptography"):
-        return exc
-    return InvalidInput(f"attest --sign/--verify needs {exc.name}: pip install 'harness[sign]'")

@@ -1,18 +1,28 @@
-"""`harness audit`: a task's log, exchanges, commits and tokens checked; exit 1 on findings."""
+"""`harness audit`: a task's log, exchanges, commits and tokens checked (with --key, the log
+head signatures of its record commits too); exit 1 on findings."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from harness.base import files
-from harness.cli import located
+from harness.cli import extras, located
 from harness.readers import audit as auditing
 
 
 def audit(args: argparse.Namespace) -> int:
     layout, task_id = located.task(args)
-    found = auditing.audit(layout, task_id)
+    key = None
+    if args.key is not None:
+        try:
+            # The `sign` extra's libraries: an audit without --key neither needs nor pays.
+            from harness.base import signing
+        except ModuleNotFoundError as exc:
+            raise extras.missing(exc, "sign", extras.SIGN, "audit --key") from None
+        key = signing.load_public(Path(args.key))
+    found = auditing.audit(layout, task_id, key)
     if args.json:
         sys.stdout.buffer.write(files.dumps(found.doc()) + b"\n")
         return 0 if found.ok else 1

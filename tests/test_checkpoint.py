@@ -1,0 +1,238 @@
+"""The signed checkpoint of a task's log head: the trailer a record commit carries when
+HARNESS_SIGNING_KEY names a key, its check, and `audit --key` through the real CLI on the
+demo run signed (deterministic commit ids, replay unchanged, every forgery a finding)."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from harness.base import signing
+from harness.base.errors import InvalidInput
+from harness.importers import demo
+from harness.record import checkpoint
+
+from .conftest import Sample
+
+KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+OTHER = Ed25519PrivateKey.from_private_bytes(bytes(range(1, 33)))
+HEAD = "ab" * 32
+
+
+def value(trailer: str) -> str:
+    name, _, found = trailer.partition(": ")
+    assert name == checkpoint.TRAILER
+    return found
+
+
+def test_a_trailer_is_deterministic_and_checks_with_its_key_only() -> None:
+    trailer = checkpoint.Signer(KEY).trailer("demo", HEAD)
+    assert trailer == checkpoint.Signer(KEY).trailer("demo", HEAD)
+    assert "\n" not in trailer
+    assert checkpoint.check(value(trailer), KEY.public_key(), "demo", HEAD) is None
+    other = checkpoint.check(value(trailer), OTHER.public_key(), "demo", HEAD)
+    assert other is not None and "not by the key given" in other
+
+
+@pytest.mark.parametrize(
+    ("task", "head"), [("other", HEAD), ("demo", "cd" * 32)], ids=["task", "head"]
+)
+def test_a_signature_over_another_task_or_head_does_not_check(task: str, head: str) -> None:
+    trailer = value(checkpoint.Signer(KEY).trailer(task, head))
+    why = checkpoint.check(trailer, KEY.public_key(), "demo", HEAD)
+    assert why == f"carries a {checkpoint.TRAILER} that does not verify over log head abababababab"
+
+
+def test_an_attestation_signature_never_passes_for_a_checkpoint() -> None:
+    """The same key signing the same bytes as an in-toto envelope: another payload type."""
+    envelope = signing.sign(checkpoint.payload("demo", HEAD), KEY)
+    forged = f"{signing.keyid(KEY.public_key())} {envelope['signatures'][0]['sig']}"
+    assert checkpoint.check(forged, KEY.public_key(), "demo", HEAD) is not None
+
+
+@pytest.mark.parametrize("found", [None, "", "nokeyid", "KID !!!", "KID "])
+def test_a_missing_or_broken_trailer_is_named(found: str | None) -> None:
+    kid = signing.keyid(KEY.public_key())
+    why = checkpoint.check(
+        None if found is None else found.replace("KID", kid), KEY.public_key(), "demo", HEAD
+    )
+    assert why is not None and checkpoint.TRAILER in why
+
+
+def test_audit_wants_the_newest_commit_signed_and_every_signature_sound() -> None:
+    signed = checkpoint.Signer(KEY).trailer("demo", HEAD)
+    good = {"Harness-Log-Head": HEAD, checkpoint.TRAILER: value(signed)}
+    bare = {"Harness-Log-Head": HEAD}
+    bad = {"Harness-Log-Head": "cd" * 32, checkpoint.TRAILER: value(signed)}
+    public = KEY.public_key()
+    # Signing may start mid-task: an older commit without a signature is no finding.
+    assert checkpoint.audit([("a" * 40, bare), ("b" * 40, good)], "b" * 40, public, "demo") == []
+    assert checkpoint.audit([("a" * 40, good), ("b" * 40, bare)], "b" * 40, public, "demo") == [
+        f"commit bbbbbbbbbbbb carries no {checkpoint.TRAILER}"
+    ]
+    found = checkpoint.audit([("a" * 40, bad), ("b" * 40, good)], "b" * 40, public, "demo")
+    assert found == [
+        f"commit aaaaaaaaaaaa carries a {checkpoint.TRAILER} that does not verify over log "
+        "head cdcdcdcdcdcd"
+    ]
+
+
+def write_key(where: Path, key: Ed25519PrivateKey, password: bytes | None = None) -> Path:
+    crypt: serialization.KeySerializationEncryption = (
+        serialization.NoEncryption()
+        if password is None
+        else serialization.BestAvailableEncryption(password)
+    )
+    path = where / "key.pem"
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, crypt)
+    )
+    return path
+
+
+def test_the_signer_comes_from_the_environment_and_a_bad_key_is_one_line(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    assert checkpoint.signer(root, {}) is None
+    assert checkpoint.signer(root, {checkpoint.ENV: ""}) is None
+    path = write_key(tmp_path, KEY, b"pw")
+    env = {checkpoint.ENV: str(path), checkpoint.PASSPHRASE: "pw"}
+    found = checkpoint.signer(root, env)
+    assert found is not None
+    assert signing.keyid(found.key.public_key()) == signing.keyid(KEY.public_key())
+    for env, reason in [
+        ({checkpoint.ENV: str(path)}, "the key is encrypted"),
+        ({checkpoint.ENV: str(tmp_path / "none")}, "file not found"),
+        ({checkpoint.ENV: str(root / "key.pem")}, "inside the repository"),
+    ]:
+        with pytest.raises(InvalidInput) as caught:
+            checkpoint.signer(root, env)
+        assert str(caught.value).startswith(f"{checkpoint.ENV}: ") and reason in str(caught.value)
+        assert str(tmp_path) not in str(caught.value)  # the key's path is never printed
+
+
+# -- through the CLI -------------------------------------------------------------------------
+
+
+def run_demo(where: Path, env: dict[str, str]) -> Sample:
+    root = where / "repo"
+    root.mkdir(parents=True)
+    demo.build(root)
+    made = Sample(root, root / "agents" / "script.json")
+    res = made.cli("run", "demo", env=env)
+    assert res.returncode == 0, res.stderr
+    return made
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("keys")
+    write_key(where, KEY)
+    for name, key in (("key.pub", KEY), ("other.pub", OTHER)):
+        (where / name).write_bytes(
+            key.public_key().public_bytes(
+                serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+            )
+        )
+    return where
+
+
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory: pytest.TempPathFactory, keys: Path) -> Sample:
+    return run_demo(tmp_path_factory.mktemp("signed"), {checkpoint.ENV: str(keys / "key.pem")})
+
+
+def audit(sample: Sample, *args: str) -> tuple[int, list[str]]:
+    res = sample.cli("audit", "demo", *args)
+    assert res.returncode in (0, 1), res.stderr
+    return res.returncode, res.stdout.splitlines()
+
+
+def test_a_signed_run_audits_clean_with_its_key_and_replays(signed: Sample, keys: Path) -> None:
+    message = signed.git("log", "-1", "--format=%B")
+    assert f"{checkpoint.TRAILER}: {signing.keyid(KEY.public_key())} " in message
+    assert audit(signed, "--key", str(keys / "key.pub")) == (0, ["audit demo: 23 events, clean"])
+    assert audit(signed)[0] == 0
+    res = signed.cli("replay", "demo")
+    assert res.returncode == 0, res.stderr
+
+
+def test_a_key_gives_the_same_commits_on_every_run(
+    signed: Sample, keys: Path, tmp_path: Path
+) -> None:
+    again = run_demo(tmp_path, {checkpoint.ENV: str(keys / "key.pem")})
+    assert again.git("rev-parse", "HEAD") == signed.git("rev-parse", "HEAD")
+    assert str(keys) not in again.git("log", "--format=%B")
+    for path in (again.root / "ai").rglob("*"):
+        assert not path.is_file() or str(keys).encode() not in path.read_bytes(), path
+
+
+def test_another_key_or_an_unsigned_run_is_a_finding(
+    signed: Sample, keys: Path, tmp_path: Path
+) -> None:
+    code, lines = audit(signed, "--key", str(keys / "other.pub"))
+    assert code == 1
+    assert "not by the key given" in lines[0]
+    unsigned = run_demo(tmp_path, {})
+    head = unsigned.git("rev-parse", "HEAD").strip()
+    assert head == "d91cf4daee13373f6e21be7177f975177d7da5f4"  # signing off changes nothing
+    code, lines = audit(unsigned, "--key", str(keys / "key.pub"))
+    assert (code, lines[0]) == (1, f"-: commit {head[:12]} carries no {checkpoint.TRAILER}")
+    assert audit(unsigned)[0] == 0
+
+
+def test_a_rewritten_record_commit_is_a_finding(signed: Sample, keys: Path) -> None:
+    """The record commit remade with its trailer's signature flipped: what someone without
+    the key can do to the history."""
+    message = signed.git("log", "-1", "--format=%B")
+    line = next(x for x in message.splitlines() if x.startswith(checkpoint.TRAILER))
+    sig = bytearray(base64.b64decode(line.rsplit(" ", 1)[1]))
+    sig[0] ^= 1
+    forged = line.rsplit(" ", 1)[0] + " " + base64.b64encode(bytes(sig)).decode()
+    head = signed.git("rev-parse", "HEAD").strip()
+    try:
+        signed.git(
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--amend",
+            "-m",
+            message.replace(line, forged),
+        )
+        code, lines = audit(signed, "--key", str(keys / "key.pub"))
+        assert code == 1
+        assert lines[0].endswith("that does not verify over log head " + lines[0][-12:])
+    finally:
+        signed.git("reset", "-q", "--hard", head)
+    assert audit(signed, "--key", str(keys / "key.pub"))[0] == 0  # the twin: as harness made it
+
+
+def test_audit_key_must_be_a_readable_public_key(signed: Sample, keys: Path) -> None:
+    for key, reason in [(keys / "none", "file not found"), (keys / "key.pem", "not a PEM")]:
+        res = signed.cli("audit", "demo", "--key", str(key))
+        assert res.returncode == 2
+        assert len(res.stderr.splitlines()) == 1 and reason in res.stderr
+
+
+def test_a_bad_signing_key_refuses_the_run_before_it_writes(tmp_path: Path, keys: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    demo.build(root)
+    made = Sample(root, root / "agents" / "script.json")
+    head = made.git("rev-parse", "HEAD")
+    res = made.cli("run", "demo", env={checkpoint.ENV: str(keys / "key.pub")})
+    assert res.returncode == 2
+    assert res.stderr.splitlines() == [
+        f"harness: {checkpoint.ENV}: not a PEM or OpenSSH private key"
+    ]
+    assert made.git("rev-parse", "HEAD") == head
+    assert not (root / "ai/tasks/demo/progress.ndjson").exists()

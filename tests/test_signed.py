@@ -22,6 +22,7 @@ from harness.base import signing
 from harness.boundary import proc
 
 from .conftest import Sample, completed_demo, scripted
+from .test_cli_imports import loaded
 from .test_tracing import worker_environment
 
 LOG = "ai/tasks/demo/progress.ndjson"
@@ -359,6 +360,30 @@ def test_a_log_moved_since_the_signature_is_refused(
     assert verify(copy, path, pub)[0] == 0
 
 
+def test_a_log_moved_out_of_the_repository_is_refused_unread(
+    ran: Sample, keys: Path, envelope: dict[str, Any], tmp_path: Path
+) -> None:
+    """The log replaced by a link to a copy outside, which a secret joins: refused as a log
+    that is not the one signed, and the secret is never shown."""
+    copy = copy_of(ran, tmp_path)
+    path, pub = written(tmp_path, envelope), keys / "key.pub"
+    log, outside = copy.root / LOG, tmp_path / "outside.ndjson"
+    outside.write_bytes(log.read_bytes() + b"S3CRET\n")
+    log.unlink()
+    log.symlink_to(outside)
+    code, line = verify(copy, path, pub)
+    assert (code, "S3CRET" in line) == (1, False)
+    assert line.endswith(f"the log on disk is not the one signed: {LOG}: a symlink")
+    log.unlink()
+    log.write_bytes(outside.read_bytes()[: -len(b"S3CRET\n")])  # the twin: the log as signed
+    assert verify(copy, path, pub)[0] == 0
+    log.unlink()
+    assert verify(copy, path, pub) == (
+        1,
+        f"attest demo: REFUSED: {LOG}: gone from disk since the Statement",
+    )
+
+
 def test_the_task_going_on_after_the_signature_is_refused(
     ran: Sample, keys: Path, envelope: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -425,3 +450,15 @@ def test_verify_needs_a_readable_public_key_and_no_output(
         assert len(res.stderr.splitlines()) == 1 and reason in res.stderr, res.stderr
     assert not (ran.root / "x").exists() and not Path("x").exists()
     assert os.path.exists(path)
+
+
+def test_only_signing_and_verifying_import_the_sign_extra(
+    ran: Sample, keys: Path, tmp_path: Path
+) -> None:
+    extra = {"cryptography", "securesystemslib"}
+    repo = ("--repo", str(ran.root))
+    out = str(tmp_path / "out.json")
+    for args in (("attest", "demo", "-o", out), ("audit", "demo")):
+        assert not {m.partition(".")[0] for m in loaded(*args, *repo)} & extra, args
+    signing_run = loaded("attest", "demo", "--sign", str(keys / "key"), "-o", out, *repo)
+    assert extra <= {m.partition(".")[0] for m in signing_run}

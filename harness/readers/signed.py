@@ -186,7 +186,10 @@ def _log_since(layout: Layout, git: repo.Repo, task_id: str, commit: str) -> str
     log = layout.log(task_id)
     rel = log.relative_to(layout.root).as_posix()
     signed = git.read(commit, rel) or b""
-    disk = files.read_regular(log, rel, layout.root)
+    try:
+        disk = files.read_regular(log, rel, layout.root)
+    except InvalidInput as exc:  # a link or a FIFO where the log was: not what was signed
+        return f"the log on disk is not the one signed: {exc}"
     if disk is None:
         return f"{rel}: gone from disk since the Statement"
     if disk == signed:

@@ -261,6 +261,16 @@ def test_a_tampered_envelope_is_refused(
     assert line.startswith("attest demo: REFUSED: ") and reason in line
 
 
+def test_what_an_envelope_says_is_shown_escaped(
+    ran: Sample, keys: Path, envelope: dict[str, Any], tmp_path: Path
+) -> None:
+    forged = copy.deepcopy(envelope)
+    forged["signatures"][0]["keyid"] = "\x1b[2J" + "k" * 1000
+    code, line = verify(ran, written(tmp_path, forged), keys / "key.pub")
+    assert code == 1
+    assert "\x1b" not in line and "\\x1b[2J" in line and len(line) < 300
+
+
 def test_a_statement_the_key_signed_but_the_repository_refutes_is_refused(
     ran: Sample, keys: Path, envelope: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -217,7 +217,7 @@ def check(envelope: Envelope, public: Ed25519PublicKey) -> str | None:
     not, in one line."""
     kid = keyid(public)
     if kid not in {k for k, _ in envelope.signatures}:
-        signers = ", ".join(k for k, _ in envelope.signatures)
+        signers = ", ".join(k[:80] for k, _ in envelope.signatures[:4])
         return f"signed by keyid {signers}, not by this key (keyid {kid})"
     key = SSlibKey.from_crypto(public, kid, "ed25519")
     # from_dict rewrites the signatures it is given: it gets a copy.

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.base import files
 from harness.base.errors import InvalidInput
+from harness.base.printable import printable
 from harness.cli import extras, located
 from harness.cli.output import emit
 from harness.readers import attest as provenance
@@ -34,7 +35,9 @@ def attest(args: argparse.Namespace) -> int:
         if args.output is not None:
             raise InvalidInput("attest --verify writes no file: leave out --output")
         verdict = signed.verify(layout, task_id, Path(args.verify), Path(args.key))
-        print(f"attest {task_id}: {'verified' if verdict.ok else 'REFUSED'}: {verdict.line}")
+        # The reason may quote the envelope (a keyid, a field's name): shown, never acted on.
+        said = printable(verdict.line)
+        print(f"attest {task_id}: {'verified' if verdict.ok else 'REFUSED'}: {said}")
         return 0 if verdict.ok else 1
     passphrase = os.environ.get(PASSPHRASE)
     envelope = signed.sign(

@@ -471,3 +471,25 @@ def test_a_nested_plans_subtasks_hang_under_the_subtask_that_runs_it(tmp_path: P
     }
     (n,) = by_name(spans, "subtask N")
     assert dict(n.attributes or {})["harness.status"] == "done"
+
+
+@pytest.mark.parametrize(
+    "bad", [{"OTEL_BSP_SCHEDULE_DELAY": "-5"}, {"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "x"}]
+)
+def test_a_value_the_sdk_refuses_leaves_the_run_untraced_with_one_line(
+    bad: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in (ON | bad).items():
+        monkeypatch.setenv(name, value)
+    with tracing.traced("demo", lambda sid: "done", lambda: True) as trace:
+        assert isinstance(trace, tracing.Off)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("harness: traces off: ")
+    # Its twin: the same variables well formed, and the run is traced.
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "8")
+    exporter = InMemorySpanExporter()
+    with tracing.traced("demo", lambda sid: "done", lambda: True, None, exporter) as trace:
+        assert not isinstance(trace, tracing.Off)
+    assert [s.name for s in exporter.get_finished_spans()] == ["invoke_workflow harness"]
+    assert capsys.readouterr().err == ""

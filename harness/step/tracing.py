@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from harness.base.errors import Halted
 from harness.boundary import worker
 from harness.boundary.registry import Agent
+from harness.step.live import tell
 
 
 class Trace(Protocol):
@@ -100,7 +101,12 @@ def traced(
         return
     from harness.step import spans  # the SDK: only now
 
-    run = spans.Run(task_id, service_name(env), exporter)
+    try:
+        run = spans.Run(task_id, service_name(env), exporter)
+    except Exception as exc:  # an OTEL_* value the SDK refuses: the run goes on untraced
+        tell(f"traces off: {' '.join(str(exc).split())}")
+        yield Off()
+        return
     try:
         yield run.root
     except BaseException as exc:

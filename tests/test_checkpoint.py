@@ -5,6 +5,7 @@ demo run signed (deterministic commit ids, replay unchanged, every forgery a fin
 from __future__ import annotations
 
 import base64
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from harness.base import signing
 from harness.base.errors import InvalidInput
 from harness.importers import demo
 from harness.record import checkpoint
+from harness.repository import repo
 
 from .conftest import Sample
 
@@ -154,13 +156,56 @@ def audit(sample: Sample, *args: str) -> tuple[int, list[str]]:
     return res.returncode, res.stdout.splitlines()
 
 
-def test_a_signed_run_audits_clean_with_its_key_and_replays(signed: Sample, keys: Path) -> None:
+def test_a_signed_run_audits_clean_with_its_key(signed: Sample, keys: Path) -> None:
     message = signed.git("log", "-1", "--format=%B")
     assert f"{checkpoint.TRAILER}: {signing.keyid(KEY.public_key())} " in message
     assert audit(signed, "--key", str(keys / "key.pub")) == (0, ["audit demo: 23 events, clean"])
     assert audit(signed)[0] == 0
+
+
+def test_every_harness_commit_of_a_signed_run_passes_git_verify_commit(
+    signed: Sample, keys: Path, tmp_path: Path
+) -> None:
+    commits = signed.git("log", "--format=%H", "--grep=^Harness-Task: demo").split()
+    assert len(commits) == 4  # three changes and the record commit
+    mine, theirs = tmp_path / "allowed", tmp_path / "others"
+    mine.write_text("harness@example.org " + (keys / "key.pub").read_text() + "\n")
+    theirs.write_text("someone@example.org " + (keys / "other.pub").read_text() + "\n")
+    for allowed, passes in ((mine, True), (theirs, False)):
+        for commit in commits:
+            done = subprocess.run(
+                ["git", "-c", f"gpg.ssh.allowedSignersFile={allowed}", "verify-commit", commit],
+                cwd=signed.root,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert (done.returncode == 0) == passes, done.stderr
+    # The people's commit the demo starts from is not harness's to sign.
+    first = signed.git("rev-list", "--max-parents=0", "HEAD").strip()
+    assert "gpgsig" not in signed.git("cat-file", "commit", first)
+
+
+def test_replay_rebuilds_the_signed_commits_without_the_key(signed: Sample) -> None:
+    """CI holds no key: a rebuilt commit equal to what a recorded signature covers gets that
+    signature back, so the same commit ids come out."""
     res = signed.cli("replay", "demo")
     assert res.returncode == 0, res.stderr
+    rebuilt = [line.strip() for line in res.stdout.splitlines()[1:]]
+    recorded = signed.git("log", "--format=%H", "--grep=^harness: record", "--invert-grep")
+    assert rebuilt == list(reversed(recorded.split()[:-1]))
+    for commit in rebuilt:
+        assert "gpgsig -----BEGIN SSH SIGNATURE-----" in signed.git("cat-file", "commit", commit)
+
+
+def test_a_commit_object_keeps_its_bytes_through_signing_and_back() -> None:
+    raw = b"tree t\nparent p\nauthor a 1 +0000\ncommitter c 1 +0000\n\nsubject\n\nbody\n"
+    armor = "-----BEGIN SSH SIGNATURE-----\nAAAA\nBBBB\n-----END SSH SIGNATURE-----"
+    signed = repo.with_signature(raw, armor)
+    assert signed.startswith(b"tree t\nparent p\nauthor a 1 +0000\ncommitter c 1 +0000\ngpgsig ")
+    assert b"\n AAAA\n BBBB\n -----END SSH SIGNATURE-----\n\nsubject\n\nbody\n" in signed
+    assert repo.without_signature(signed) == (raw, armor)
+    assert repo.without_signature(raw) == (raw, None)
 
 
 def test_a_key_gives_the_same_commits_on_every_run(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import copy
 import hashlib
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -256,3 +258,41 @@ def test_an_ssh_keyid_is_the_fingerprint_ssh_keygen_prints() -> None:
     assert signing.ssh_keyid(public_line(KEY), "k") == f"ssh:SHA256:{digest}"
     assert refused(signing.ssh_keyid, b"ssh-ed25519 !!", "k") == "k: not an OpenSSH public key line"
     assert refused(signing.ssh_keyid, b"ssh-ed25519", "k") == "k: not an OpenSSH public key line"
+
+
+def test_sshsig_is_what_ssh_keygen_makes_and_verifies(tmp_path: Path) -> None:
+    """The same bytes `ssh-keygen -Y sign` writes for the key, and its `-Y verify` passes."""
+    (tmp_path / "key").write_bytes(openssh(KEY))
+    (tmp_path / "key").chmod(0o600)
+    message = tmp_path / "message"
+    message.write_bytes(b"tree t\n\ncommit\n")
+    subprocess.run(
+        ["ssh-keygen", "-Y", "sign", "-f", "key", "-n", "git", "message"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    made = signing.sshsig(KEY, "git", message.read_bytes())
+    assert (tmp_path / "message.sig").read_text().strip() == made
+    (tmp_path / "allowed").write_bytes(b"me " + public_line(KEY))
+    for namespace, passes in (("git", True), ("file", False)):
+        done = subprocess.run(
+            [
+                "ssh-keygen",
+                "-Y",
+                "verify",
+                "-f",
+                "allowed",
+                "-I",
+                "me",
+                "-n",
+                namespace,
+                "-s",
+                "message.sig",
+            ],
+            cwd=tmp_path,
+            input=message.read_bytes(),
+            capture_output=True,
+            check=False,
+        )
+        assert (done.returncode == 0) == passes

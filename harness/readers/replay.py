@@ -54,6 +54,9 @@ class Recording:
     # checks hold; otherwise checks re-run inside the boundary whatever the record says.
     trusted: bool = False
     loosened: set[str] = field(default_factory=set)  # how trusted configs opened it
+    # The signature each signed commit of the task carries, by the bytes it covers: a
+    # rebuilt commit equal to those bytes gets it back, so it comes out the same commit.
+    signatures: dict[bytes, str] = field(default_factory=dict)
 
     def checks(self, step: str) -> RecordedChecks | None:
         return None if self.verify else RecordedChecks(self.log, step)
@@ -233,13 +236,14 @@ def replay(
         if not source.exists(base):
             raise InvalidInput(f"the recorded base {base[:12]} is not in this clone")
         inputs = Inputs(layout, source, task_id, recorded, last_line)
+        signatures = source.recorded_signatures(task_id)
     finally:
         source.close()
     with scratch_clone(layout.root, base) as root:
         scratch = Layout(root)
         seed_exchanges(layout, scratch, task_id)
         log = ReplayLog(scratch.log(task_id), task_id, recorded)
-        recording = Recording(log, verify, layout, replayed, trusted)
+        recording = Recording(log, verify, layout, replayed, trusted, signatures=signatures)
         _run(scratch, task_id, log, inputs, recording)
         if len(log.events) < len(recorded):
             index = len(log.events)
@@ -278,6 +282,7 @@ def _run(
                 inputs.seed(scratch, wanted, len(log.events))
                 task = Task.load(scratch, task_id, log.clock, log=log)
                 task.recording = recording
+                task.git.sign = recording.signatures.get if recording.signatures else None
                 if recording.verify and recording.trusted:
                     recording.loosened.update(task.config.loosened())
                 elif recording.verify:

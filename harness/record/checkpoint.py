@@ -48,6 +48,13 @@ class Signer:
         kid = signing.keyid(self.key.public_key())
         return f"{TRAILER}: {kid} {base64.b64encode(sig).decode()}"
 
+    def commit_signature(self, raw: bytes) -> str:
+        """git's ssh signature of a commit object (namespace "git"), which `git
+        verify-commit` checks against an allowed signers file."""
+        from harness.base import signing
+
+        return signing.sshsig(self.key, "git", raw)
+
 
 def signer(root: Path, environ: Mapping[str, str] = os.environ) -> Signer | None:
     """The signer HARNESS_SIGNING_KEY names (None when it is unset or empty); a key that is

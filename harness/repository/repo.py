@@ -6,12 +6,14 @@ builds trees away from them (Trees); here the branch is written."""
 
 from __future__ import annotations
 
+import io
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import git
 from git.exc import InvalidGitRepositoryError, NoSuchPathError
+from gitdb import IStream
 
 from harness.base import clock
 from harness.base.errors import HarnessError, InvalidInput
@@ -56,13 +58,23 @@ def common_dir(root: Path) -> Path:
         found.close()
 
 
+# Gives the armored signature git carries in a commit's gpgsig header for the commit
+# object's bytes, or None to leave it unsigned.
+CommitSigner = Callable[[bytes], str | None]
+
+
 class Repo(WorkTree, Trees):
     """One repository, every git command on it; here writing its branch."""
+
+    # Set by a step whose person named a key, and by a replay, which gives back the
+    # signatures the recorded commits carry: no other commit is signed.
+    sign: CommitSigner | None = None
 
     def commit(
         self, tree: str, parent: str | None, message: str, who: tuple[str, str], ts: str
     ) -> str:
-        """A commit object with fixed identity and a recorded date; no ref moves."""
+        """A commit object with fixed identity and a recorded date (signed when `sign`
+        says); no ref moves."""
         actor = git.Actor(*who)
         date = f"{int(clock.parse(ts).timestamp())} +0000"
         made = git.Commit.create_from_tree(
@@ -76,7 +88,30 @@ class Repo(WorkTree, Trees):
             author_date=date,
             commit_date=date,
         )
-        return str(made.hexsha)
+        if self.sign is None:
+            return str(made.hexsha)
+        raw = self.commit_bytes(made.hexsha)
+        signature = self.sign(raw)
+        if signature is None:
+            return str(made.hexsha)
+        signed = with_signature(raw, signature)
+        stored = self.repo.odb.store(IStream(b"commit", len(signed), io.BytesIO(signed)))
+        return bytes(stored.hexsha).decode()
+
+    def recorded_signatures(self, task_id: str) -> dict[bytes, str]:
+        """The signature each signed commit of the task on HEAD carries, by the bytes it
+        covers (the commit without it)."""
+        found = {}
+        for sha, _ in self.task_commits(task_id):
+            unsigned, signature = without_signature(self.commit_bytes(sha))
+            if signature is not None:
+                found[unsigned] = signature
+        return found
+
+    def commit_bytes(self, sha: str) -> bytes:
+        """The commit object's bytes, as git hashes them."""
+        data: bytes = self.repo.odb.stream(bytes.fromhex(sha)).read()
+        return data
 
     def advance(self, branch: str, new: str, old: str) -> None:
         """Move the branch from `old` to `new`, refusing if someone else moved it."""
@@ -139,6 +174,34 @@ class Repo(WorkTree, Trees):
                 listing.seek(0)
                 out = self.git("hash-object", "-w", "--no-filters", "--stdin-paths", stdin=listing)
         return out.split()
+
+
+def with_signature(raw: bytes, signature: str) -> bytes:
+    """The commit object `raw` with `signature` in a gpgsig header after its last header,
+    each further line of it indented by one space, as git writes and reads it."""
+    headers, _, body = raw.partition(b"\n\n")
+    folded = signature.strip().replace("\n", "\n ").encode()
+    return headers + b"\ngpgsig " + folded + b"\n\n" + body
+
+
+def without_signature(raw: bytes) -> tuple[bytes, str | None]:
+    """The commit object `raw` without its gpgsig header, and that signature (None when it
+    has none): what the signature covers, and the signature."""
+    headers, _, body = raw.partition(b"\n\n")
+    kept: list[bytes] = []
+    signature: list[bytes] = []
+    inside = False  # on the gpgsig header's continuation lines
+    for line in headers.split(b"\n"):
+        if line.startswith(b"gpgsig "):
+            inside = True
+            signature.append(line[len(b"gpgsig ") :])
+        elif inside and line.startswith(b" "):
+            signature.append(line[1:])
+        else:
+            inside = False
+            kept.append(line)
+    unsigned = b"\n".join(kept) + b"\n\n" + body
+    return unsigned, "\n".join(x.decode() for x in signature) if signature else None
 
 
 def create(root: Path, branch: str, message: str, who: tuple[str, str], ts: str) -> None:

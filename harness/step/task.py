@@ -120,6 +120,8 @@ class Task:
             task.rules = policy.load(layout)
             task.agents = policy.apply(task.agents, task.rules, root)
             task.signer = checkpoint.signer(root)  # a replay takes record commits as made
+            if task.signer is not None:
+                task.git.sign = task.signer.commit_signature
         task.log.uncontained = not task.config.contained
         over = budgets.problems(task.config, task.plan)
         if over:

@@ -1,8 +1,6 @@
 """`harness mcp` registered in the real Claude Code CLI (tests/clis) through `--mcp-config
 FILE --strict-mcp-config`, its model the scripted API of tests/modelapi.py on 127.0.0.1: a
-model turn calls a harness tool and the tool's answer reaches the model's next request. And
-what MCP servers a claude worker, run by harness in its sandbox, is given: none of the user's;
-a repository's own `.mcp.json` is the open case (its strict xfail)."""
+model turn calls a harness tool and the tool's answer reaches the model's next request."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import CLOCK, ROOT, Sample, completed_demo, scripted
-from tests.modelapi import ModelAPI, Step, answer, call, edit
-from tests.test_real_clis import ANSWER, EDIT, make_user_home, new_repository, plan_for, user_env
+from tests.modelapi import ModelAPI, Step, answer, call
 
 CLAUDE = ROOT / "tests" / "clis" / "node_modules" / ".bin" / "claude"
 
@@ -124,59 +121,3 @@ def test_a_harness_tool_not_allowed_is_refused_and_never_runs(tmp_path: Path) ->
     assert [d["tool_name"] for d in result["permission_denials"]] == ["mcp__harness__next_subtask"]
     assert tool_result(api).get("is_error") is True
     assert fresh.head() == before and fresh.events() == []
-
-
-# -- what a worker is given -------------------------------------------------------------------
-
-# An MCP server of the standard library alone (the sandbox shows the system's python3, not
-# harness's): it lists one tool, `hello`, so the model's request shows whether it was started.
-PROBE = """import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if "id" not in m:
-        continue
-    if m["method"] == "initialize":
-        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
-             "serverInfo": {"name": "probe", "version": "1"}}
-    elif m["method"] == "tools/list":
-        r = {"tools": [{"name": "hello", "description": "probe",
-                        "inputSchema": {"type": "object", "properties": {}}}]}
-    else:
-        r = {}
-    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
-"""
-
-
-@pytest.fixture(scope="module")
-def worker_request(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The first model request of a claude worker that harness ran on a repository holding
-    a `.mcp.json` (server `probe`), for a user whose ~/.claude.json names one (`mine`)."""
-    where = tmp_path_factory.mktemp("worker")
-    home = make_user_home(where / "user" / "home")
-    # Inline, so that nothing but the config decides whether it starts in the sandbox.
-    mine = {"command": "/usr/bin/python3", "args": ["-c", PROBE]}
-    (home / ".claude.json").write_text(json.dumps({"mcpServers": {"mine": mine}}))
-    with ModelAPI([edit(*EDIT), answer(ANSWER)]) as api:
-        env = user_env(home, api.url)
-        s = new_repository(where, env)
-        (s.root / "probe.py").write_text(PROBE)
-        probe = {"command": "/usr/bin/python3", "args": ["probe.py"]}
-        (s.root / ".mcp.json").write_text(json.dumps({"mcpServers": {"probe": probe}}))
-        plan_for(s, "claude")  # commits the probe with the plan
-        done = s.cli("run", "demo", env=env, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return json.dumps(api.main_requests()[0]["body"])
-
-
-def test_a_claude_worker_gets_no_mcp_server_of_the_users(worker_request: str) -> None:
-    assert "mcp__" not in worker_request.replace("mcp__probe__hello", "")
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="the claude shim passes no --strict-mcp-config: claude starts the .mcp.json of its "
-    "working copy inside the sandbox and offers its tools (calling one is refused: not in "
-    "--allowedTools, unless the user's own settings.json allows it)",
-)
-def test_a_claude_worker_gets_no_mcp_server_of_the_repository(worker_request: str) -> None:
-    assert "mcp__probe__hello" not in worker_request

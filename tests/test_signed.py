@@ -170,19 +170,26 @@ def test_a_key_inside_the_repository_or_linked_into_it_is_refused(
     assert signed(copy, outside) == signed(ran, keys / "key")
 
 
-def test_a_signing_passphrase_the_registry_allowlists_never_reaches_a_worker(
-    tmp_path: Path,
+def test_a_signing_key_and_passphrase_the_registry_allowlists_never_reach_a_worker(
+    tmp_path: Path, keys: Path
 ) -> None:
-    """Through a real run: a worker that reports its environment, allowed the passphrase's
-    name and a token's; the token reaches it, the passphrase reaches neither it nor the
-    record."""
+    """Through a real run signed with a locked key: a worker that reports its environment,
+    allowed the signing variables' names and a token's; the token reaches it, the key's
+    path and passphrase reach neither it nor the record (whose commits it signed)."""
     s = scripted(tmp_path)
-    env = {"HARNESS_SIGNING_PASSPHRASE": "s3cret-passphrase", "MY_TOKEN": "t"}
-    seen = worker_environment(s, ["HARNESS_SIGNING_PASSPHRASE", "MY_TOKEN"], env)
+    env = {
+        "HARNESS_SIGNING_KEY": str(keys / "locked.pem"),
+        "HARNESS_SIGNING_PASSPHRASE": "s3cret",
+        "MY_TOKEN": "t",
+    }
+    seen = worker_environment(s, [*env], env)
     assert "MY_TOKEN" in seen
-    assert "HARNESS_SIGNING_PASSPHRASE" not in seen
+    assert not {name for name in seen if name.startswith("HARNESS_SIGNING_")}
+    assert "gpgsig" in s.git("cat-file", "commit", "HEAD")  # the run was signed
     for path in (s.root / "ai").rglob("*"):
-        assert not path.is_file() or b"s3cret-passphrase" not in path.read_bytes(), path
+        data = path.read_bytes() if path.is_file() else b""
+        assert b"s3cret" not in data and str(keys).encode() not in data, path
+    assert str(keys) not in s.git("log", "--format=%B")
 
 
 def test_a_signing_passphrase_never_reaches_a_worker_even_allowlisted(tmp_path: Path) -> None:

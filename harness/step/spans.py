@@ -34,8 +34,11 @@ from harness.boundary.registry import Agent
 from harness.step import genai
 from harness.step.live import tell
 
-EXPORT_TIMEOUT_S = 1.0  # one export, retries included (the exporter's own deadline)
-SHUTDOWN_S = 1.5  # the most the run's end waits for the last spans to leave
+# One export, retries included (the exporter's own deadline). Under the exporter's first
+# backoff (1 s, less 20 % jitter), so a refused connection is given up at once rather than
+# retried while the run's end waits: traces are best effort.
+EXPORT_TIMEOUT_S = 0.75
+SHUTDOWN_S = 1.0  # the most the run's end waits for the last spans to leave
 
 
 class Counted(SpanExporter):

@@ -1,26 +1,31 @@
-"""A scripted model API on 127.0.0.1 that the real claude, codex and gemini CLIs accept.
+"""A scripted model API on 127.0.0.1 that the real claude, codex, gemini and opencode CLIs accept.
 
 A test gives a list of steps; each main-conversation request the CLI makes consumes the next
 one, rendered in the API the request came in on: Anthropic Messages (`POST /v1/messages`,
 claude), OpenAI Responses (`POST /v1/responses`, codex), Gemini (`POST /v1beta/models/M:
-generateContent` / `:streamGenerateContent`, gemini). Side requests (gemini's router and
-next-speaker checks, codex's model list or WebSocket attempt, any tool-less claude request
-such as a title or token count) get a harmless answer and consume nothing, so a script reads
-as what the model does, not as what each CLI happens to ask.
+generateContent` / `:streamGenerateContent`, gemini), OpenAI Chat Completions (`POST
+/v1/chat/completions`, opencode). Side requests (gemini's router and next-speaker checks,
+codex's model list or WebSocket attempt, any tool-less claude or opencode request such as a
+title or token count) get a harmless answer and consume nothing, so a script reads as what
+the model does, not as what each CLI happens to ask.
 
     with ModelAPI([edit("src/calc.py", "return 1", "return 2"), answer({"notes": []})]) as api:
         run the CLI against api.url ...
         assert api.remaining() == [] and api.problems == []
 
-What each step becomes (observed with claude-code 2.1.332, codex 0.169.0, gemini-cli 0.61.0):
+What each step becomes (observed with claude-code 2.1.332, codex 0.169.0, gemini-cli 0.61.0,
+opencode 1.18.33):
 - edit    claude: `Read` of the absolute path, then (next request) `Edit`; codex: the custom
           tool `exec` running `await tools.apply_patch("*** Begin Patch ...")` with the path
           relative to the cwd and whole lines (read from the file, so indentation is kept);
-          gemini: `replace` with an absolute `file_path` (it needs no read_file first).
+          gemini: `replace` with an absolute `file_path` (it needs no read_file first);
+          opencode: `read` of the absolute path, then (next request) `edit` with
+          `filePath`, `oldString`, `newString`.
           The cwd is the one the CLI tells the model in the request.
 - answer  claude: a `StructuredOutput` tool call (the run ends there; should the CLI ask
           once more, a plain closing turn follows, unscripted); codex: an assistant message,
-          json.dumps(obj); gemini: the JSON in a ```json block.
+          json.dumps(obj); gemini: the JSON in a ```json block; opencode: json.dumps(obj)
+          as the reply's text.
 - call    a raw tool call; for codex a str input makes a freeform (custom) tool call, e.g.
           `call("exec", "<javascript>")`, a dict a function call.
 - error   the API's own error body and status, `times` requests in a row ("always": all).
@@ -185,6 +190,7 @@ _CWD_PATTERNS = (
     re.compile(r"Primary working directory: *(\S[^\n]*)"),  # claude, system text
     re.compile(r"<cwd>([^<]+)</cwd>"),  # codex, environment context
     re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- *(\S[^\n]*)"),  # gemini
+    re.compile(r"<env>\s*Working directory: *(\S[^\n]*)"),  # opencode, system text
 )
 
 
@@ -701,6 +707,116 @@ class _Gemini(_API):
         h.drop()
 
 
+class _Chat(_API):
+    """OpenAI Chat Completions (`POST /v1/chat/completions`), as opencode speaks it through
+    its OpenAI-compatible provider: streamed `chat.completion.chunk`s, each a `choices[0].
+    delta` of content or tool_calls, a final chunk with `usage` when the request asks for it
+    (`stream_options.include_usage`), then `data: [DONE]`."""
+
+    name = "chat"
+
+    def is_main(self, method: str, path: str, body: Any) -> bool:
+        # opencode's title request is tool-less: a side call.
+        return (
+            method == "POST"
+            and path == "/v1/chat/completions"
+            and isinstance(body, dict)
+            and bool(body.get("tools"))
+        )
+
+    def tools(self, body: Any) -> list[str]:
+        return sorted(
+            str((t.get("function") or {}).get("name", ""))
+            for t in body.get("tools") or []
+            if isinstance(t, dict)
+        )
+
+    def phases(self, step: Step, body: Any, ids: Iterator[str]) -> list[Turn]:
+        if isinstance(step, Edit):
+            # opencode's edit refuses a file not read first in the session.
+            path = str(Path(find_cwd(body)) / step.path)
+            change = {"filePath": path, "oldString": step.old, "newString": step.new}
+            return [
+                Turn(tools=(ToolUse("read", {"filePath": path}, next(ids)),)),
+                Turn(tools=(ToolUse("edit", change, next(ids)),)),
+            ]
+        if isinstance(step, Answer):
+            return [Turn(text=json.dumps(step.obj))]
+        return super().phases(step, body, ids)
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return _APIS["openai"].error_body(status, message)
+
+    def side(self, h: _Handler, path: str, body: Any) -> None:
+        if path == "/v1/chat/completions":
+            self.reply(h, body, Turn(text="Scripted side answer"), SIDE_USAGE)
+        elif path == "/v1/models":
+            h.send_json(200, {"object": "list", "data": []})
+        else:
+            h.send_json(404, self.error_body(404, f"modelapi: no such endpoint {path}"))
+
+    @staticmethod
+    def _usage(inp: int, out: int) -> dict[str, Any]:
+        return {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out}
+
+    @staticmethod
+    def _chunk(body: Any, choices: list[dict[str, Any]], **more: Any) -> bytes:
+        doc = {
+            "id": "chatcmpl-modelapi",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": (body or {}).get("model", "gpt"),
+            "choices": choices,
+            **more,
+        }
+        return b"data: " + json.dumps(doc).encode() + b"\n\n"
+
+    def reply(self, h: _Handler, body: Any, turn: Turn, usage: tuple[int, int]) -> None:
+        calls = [
+            {
+                "id": tool.id,
+                "type": "function",
+                "function": {"name": tool.name, "arguments": json.dumps(tool.input)},
+            }
+            for tool in turn.tools
+        ]
+        finish = "tool_calls" if calls else "stop"
+        if not self.streamed(h, body):
+            message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+            if calls:
+                message["tool_calls"] = calls
+            h.send_json(
+                200,
+                {
+                    "id": "chatcmpl-modelapi",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body.get("model", "gpt"),
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": self._usage(*usage),
+                },
+            )
+            return
+        with h.stream("text/event-stream") as send:
+            first = (
+                {"role": "assistant", "content": turn.text} if turn.text else {"role": "assistant"}
+            )
+            send(self._chunk(body, [{"index": 0, "delta": first, "finish_reason": None}]))
+            for index, tool in enumerate(calls):
+                delta = {"tool_calls": [{"index": index, **tool}]}
+                send(self._chunk(body, [{"index": 0, "delta": delta, "finish_reason": None}]))
+            send(self._chunk(body, [{"index": 0, "delta": {}, "finish_reason": finish}]))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                send(self._chunk(body, [], usage=self._usage(*usage)))
+            send(b"data: [DONE]\n\n")
+
+    def cut(self, h: _Handler, body: Any) -> None:
+        send = h.open_stream("text/event-stream")
+        delta = {"role": "assistant", "content": "I will now cha"}
+        send(self._chunk(body, [{"index": 0, "delta": delta, "finish_reason": None}]))
+        h.drop()
+
+
 def _fill(schema: Any) -> Any:
     """A value of a side call's response schema: the first enum value, 1, "scripted", ...
 
@@ -726,7 +842,12 @@ def _fill(schema: Any) -> Any:
 
 
 _COUNTER = itertools.count(1)
-_APIS: dict[str, _API] = {"anthropic": _Anthropic(), "openai": _OpenAI(), "gemini": _Gemini()}
+_APIS: dict[str, _API] = {
+    "anthropic": _Anthropic(),
+    "openai": _OpenAI(),
+    "gemini": _Gemini(),
+    "chat": _Chat(),
+}
 
 
 def _api_for(path: str) -> _API | None:
@@ -734,6 +855,8 @@ def _api_for(path: str) -> _API | None:
         return _APIS["anthropic"]
     if path.startswith("/v1beta/"):
         return _APIS["gemini"]
+    if path.startswith("/v1/chat/"):
+        return _APIS["chat"]
     if path.startswith("/v1/"):
         return _APIS["openai"]
     return None

@@ -37,6 +37,7 @@ SESSIONS: dict[str, tuple[str, ...]] = {
     "claude": (".claude/projects",),
     "codex": (".codex/sessions",),
     "gemini": (".gemini/tmp",),
+    "opencode": (".local/share/opencode",),
 }
 
 # How each CLI is installed, for the fix a missing one is reported with.
@@ -44,6 +45,7 @@ PACKAGES = {
     "claude": "@anthropic-ai/claude-code",
     "codex": "@openai/codex",
     "gemini": "@google/gemini-cli",
+    "opencode": "opencode-ai",
 }
 
 # Host programs a CLI needs beside itself, and when: claude runs the commands the registry

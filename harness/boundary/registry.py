@@ -53,6 +53,12 @@ SHIMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "GOOGLE_GENAI_USE_VERTEXAI",
         ),
     ),
+    # Its shim defines an OpenAI-compatible provider from OPENCODE_BASE_URL, whose key
+    # opencode itself reads from OPENCODE_API_KEY.
+    "opencode": (
+        (*CODING, "audit"),
+        ("OPENCODE_API_KEY", "OPENCODE_BASE_URL", "OPENCODE_MODEL"),
+    ),
 }
 
 

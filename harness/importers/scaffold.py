@@ -14,17 +14,22 @@ from harness.spec import config
 from harness.workers import launcher
 
 
-def init(layout: Layout, gemini: bool) -> list[str]:
+def shims(gemini: bool, opencode: bool = False) -> list[str]:
+    """The shims `init` registers: claude and codex always, the others when asked for."""
+    return ["claude", "codex", *(["gemini"] if gemini else []), *(["opencode"] if opencode else [])]
+
+
+def init(layout: Layout, gemini: bool, opencode: bool = False) -> list[str]:
     """Write the config, the registry, the token store and the agents' launchers that are
     missing; the repository paths written, in that order."""
-    shims = ["claude", "codex", *(["gemini"] if gemini else [])]
+    names = shims(gemini, opencode)
     wanted = [
         (layout.config, config.DEFAULT_TEXT.encode()),
-        (layout.registry, files.pretty(registry.default(shims))),
+        (layout.registry, files.pretty(registry.default(names))),
         (layout.tokens, files.pretty(tokens.DEFAULT)),
     ]
     wanted += [
-        (layout.ai / "agents" / "bin" / f"{name}-cli", launcher(name).encode()) for name in shims
+        (layout.ai / "agents" / "bin" / f"{name}-cli", launcher(name).encode()) for name in names
     ]
     for path, _ in wanted:
         files.check_folders(layout.root, path)  # all refused before any is written
@@ -38,13 +43,12 @@ def init(layout: Layout, gemini: bool) -> list[str]:
     return made
 
 
-def missing(gemini: bool) -> list[str]:
+def missing(gemini: bool, opencode: bool = False) -> list[str]:
     """One line for each CLI the registry `init` writes names that is not on PATH."""
-    shims = ["claude", "codex", *(["gemini"] if gemini else [])]
     path = os.environ.get("PATH", os.defpath)
     return [
         f"note: {name} is not on PATH: the {name} agent cannot run until it is "
         f"(npm install -g {installed.PACKAGES[name]})"
-        for name in shims
+        for name in shims(gemini, opencode)
         if shutil.which(name, path=path) is None
     ]

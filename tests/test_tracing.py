@@ -493,3 +493,24 @@ def test_a_value_the_sdk_refuses_leaves_the_run_untraced_with_one_line(
         assert not isinstance(trace, tracing.Off)
     assert [s.name for s in exporter.get_finished_spans()] == ["invoke_workflow harness"]
     assert capsys.readouterr().err == ""
+
+
+def test_a_supervisors_call_is_an_agent_call_of_its_subtask(tmp_path: Path) -> None:
+    root = repository(tmp_path, [subtask("T1", creates=["src/made_*.py"], supervised=True)])
+    registry = Layout(root).registry
+    doc = orjson.loads(registry.read_bytes())
+    sup = {"id": "sup", "cmd": "agents/scripted-cli", "version": ">=0.1", "args": []}
+    doc["agents"].append(sup | {"capabilities": ["audit"]})
+    registry.write_bytes(orjson.dumps(doc))
+    verdict = {"action": "CONTINUE", "reason": "on goal"}
+    answer = {"diffs": [], "artifacts": [], "notes": [], "verdict": verdict}
+    worker = Scripted({"T1": [DIFF, answer]})
+    spans = traced_run(root, worker)
+    worker.assert_used()
+    found = tree(spans)
+    assert found["invoke_agent sup"] == "subtask T1"
+    assert found["supervise"] == "subtask T1"
+    (call,) = by_name(spans, "invoke_agent sup")
+    assert dict(call.attributes or {})["gen_ai.agent.name"] == "sup"
+    (supervise,) = by_name(spans, "supervise")
+    assert dict(supervise.attributes or {})["harness.verdict"] == "ok"

@@ -159,9 +159,7 @@ def sshsig(key: Ed25519PrivateKey, namespace: str, message: bytes) -> str:
     `ssh-keygen -Y sign -n namespace` makes it and git's ssh signing carries it; made here,
     it needs no agent, and Ed25519 makes it the same every time."""
     digest = hashlib.sha512(message).digest()
-    raw = key.public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw
-    )
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     fields = (namespace.encode(), b"", b"sha512")
     signed = b"SSHSIG" + b"".join(_ssh_string(f) for f in (*fields, digest))
     public = _ssh_string(b"ssh-ed25519") + _ssh_string(raw)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver.exceptions import ToolError
@@ -161,6 +162,7 @@ def test_next_on_a_fresh_plan_runs_one_subtask_with_progress(tmp_path: Path) -> 
     fresh = scripted(tmp_path)
     fresh.write_script([ok("T1", ("src/calc.py", calc_patch("A = 1"))), T2_OK])
     fresh.write_plan([subtask("T1"), T2])
+    fresh.write_plan([subtask("X1", agent="nobody")], task="broken")
     base = fresh.head()
     seen: list[str] = []
 
@@ -168,6 +170,11 @@ def test_next_on_a_fresh_plan_runs_one_subtask_with_progress(tmp_path: Path) -> 
         seen.append(message or "")
 
     async def body(client: Client) -> None:
+        tasks = await client.call_tool("list_tasks", {})
+        assert tasks.structured_content == {"tasks": ["broken", "demo"]}
+        broken = await client.call_tool("validate", {"task_id": "broken"})
+        assert broken.is_error and "(exit 1: problems found)" in text(broken)
+        assert '"valid": false' in text(broken) and "nobody" in text(broken)
         result = await client.call_tool("next_subtask", {"task_id": "demo"}, None, progress)
         assert not result.is_error, text(result)
         assert text(result).startswith("T1\tdone\t")
@@ -271,6 +278,17 @@ def test_a_supervised_subtask_halts_and_takes_a_verdict_only_with_a_reason(
     verdict = [e for e in s.events() if e["event"] == "step_approved"]
     assert [e["details"]["reason"] for e in verdict] == ["--wait looks right"]
     assert s.cli("audit", "demo").returncode == 0
+    # The audit's twin: a log line added by hand is a finding.
+    with (s.root / "ai" / "tasks" / "demo" / "progress.ndjson").open("a") as log:
+        log.write("{}\n")
+
+    async def audited(client: Client) -> None:
+        found = await client.call_tool("audit", {"task_id": "demo"})
+        assert found.is_error and "(exit 1: findings)" in text(found)
+        report = orjson.loads(text(found).split("\n", 1)[1])  # what `audit --json` printed
+        assert report["ok"] is False and report["findings"]
+
+    talk(s.root, audited)
 
 
 @pytest.mark.e2e
@@ -344,11 +362,15 @@ def test_argv_puts_every_value_where_no_option_is_read() -> None:
 
 def test_a_failure_says_the_last_error_line_the_exit_and_what_was_printed() -> None:
     done = mcpserver.Done(2, "", ["T1: call ok 0.1s", "harness: boom", ""])
-    assert str(mcpserver.failure(done)) == "harness: boom (exit 2: bad input)"
+    assert str(mcpserver.failure(done, ["next"])) == "harness: boom (exit 2: bad input)"
     halted = mcpserver.Done(1, '{"a": 1}\n', [])
-    assert str(mcpserver.failure(halted)) == '(exit 1: halted or blocked)\n{"a": 1}'
-    assert "(exit 3: busy" in str(mcpserver.failure(mcpserver.Done(3, "", ["harness: held"])))
-    assert "(exit 9: failed)" in str(mcpserver.failure(mcpserver.Done(9, "", [])))
+    assert str(mcpserver.failure(halted, ["status"])) == '(exit 1: halted or blocked)\n{"a": 1}'
+    assert str(mcpserver.failure(halted, ["audit"])) == '(exit 1: findings)\n{"a": 1}'
+    found = str(mcpserver.failure(halted, ["plan", "validate"]))
+    assert found.startswith("(exit 1: problems found)")
+    busy = mcpserver.Done(3, "", ["harness: held"])
+    assert "(exit 3: busy" in str(mcpserver.failure(busy, ["run"]))
+    assert "(exit 9: failed)" in str(mcpserver.failure(mcpserver.Done(9, "", []), ["run"]))
 
 
 def test_tasks_lists_task_folders_with_a_plan(tmp_path: Path) -> None:

@@ -38,6 +38,8 @@ MEANINGS = {
     4: "internal error: see the crash log it names",
     INTERRUPTED: "interrupted",
 }
+# Exit 1 of the commands that check rather than run: what they found, not a halted task.
+FOUND = {"audit": "findings", "plan validate": "problems found"}
 # A child asked to stop (the call was cancelled) has this long to log where it stopped.
 STOP_GRACE_S = 10.0
 # How long a stderr line may be (asyncio's default, 64 KiB, could refuse an error line quoting
@@ -125,12 +127,14 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         await proc.wait()
 
 
-def failure(done: Done) -> ToolError:
-    """The tool error for a non-zero exit: the command's last stderr line (its one-line
+def failure(done: Done, words: list[str]) -> ToolError:
+    """The tool error for command `words`' non-zero exit: its last stderr line (its one-line
     error), the exit code and what it means, then what the command printed on stdout (a
     halted task's status is still its status)."""
     said = next((line for line in reversed(done.err) if line.strip()), "")
     meaning = MEANINGS.get(done.code, "failed")
+    if done.code == Halted.exit_code:
+        meaning = FOUND.get(" ".join(words), meaning)
     text = f"{said} (exit {done.code}: {meaning})".lstrip()
     if done.out.strip():
         text += "\n" + done.out.rstrip("\n")
@@ -184,7 +188,7 @@ class Tools:
 
         done = await run(argv(self.root, words, list(options), positionals), said)
         if done.code != 0:
-            raise failure(done)
+            raise failure(done, words)
         return done.out
 
     async def document(

@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver.exceptions import ToolError
 
 from harness.cli import mcpserver
+from harness.importers import demo
 
 from .conftest import (
     CLOCK,
@@ -189,6 +190,55 @@ def test_next_on_a_fresh_plan_runs_one_subtask_with_progress(tmp_path: Path) -> 
     assert any(line.startswith("T1: commit ok") for line in seen)
     assert "A = 1" in (fresh.root / "src" / "calc.py").read_text()
     assert fresh.head() != base
+
+
+@pytest.mark.e2e
+def test_stdout_is_the_json_rpc_stream_alone_and_the_commit_is_the_demos(tmp_path: Path) -> None:
+    """Without the SDK: newline-delimited JSON-RPC by hand. Every line the server writes is
+    a JSON-RPC message while a step runs (its progress lines included); the commit it makes
+    is the one `harness demo` makes for T1, as a step run from the command line would."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    demo.build(root)
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+    hello["clientInfo"] = {"name": "by-hand", "version": "1"}
+    call = {"name": "next_subtask", "arguments": {"task_id": "demo"}}
+    call["_meta"] = {"progressToken": "p1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "mcp", "--repo", str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "HARNESS_CLOCK": CLOCK},
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def send(doc: dict[str, Any]) -> None:
+        assert server.stdin is not None
+        server.stdin.write(orjson.dumps({"jsonrpc": "2.0", **doc}) + b"\n")
+        server.stdin.flush()
+
+    try:
+        send({"id": 1, "method": "initialize", "params": hello})
+        lines = [server.stdout.readline()]
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/call", "params": call})
+        while not lines[-1].startswith(b'{"jsonrpc":"2.0","id":2,'):
+            lines.append(server.stdout.readline())
+            assert lines[-1], "the server closed its stdout"
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        server.stdout.close()
+        assert server.stderr is not None
+        server.stderr.close()
+    docs = [orjson.loads(line) for line in lines]
+    assert all(doc["jsonrpc"] == "2.0" for doc in docs)
+    progress = [d["params"]["message"] for d in docs if d.get("method") == "notifications/progress"]
+    assert progress[0] == "T1: scripted working as localized-impl"
+    assert progress[-1].startswith("T1: commit ok")
+    made = docs[-1]["result"]["content"][0]["text"]
+    assert made.startswith("T1\tdone\t9aecb63def44\t")  # T1's commit in `harness demo`
 
 
 @pytest.mark.e2e

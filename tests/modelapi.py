@@ -1,31 +1,33 @@
-"""A scripted model API on 127.0.0.1 that the real claude, codex, gemini and opencode CLIs accept.
+"""A scripted model API on 127.0.0.1 that the real claude, codex, gemini, opencode and copilot
+CLIs accept.
 
 A test gives a list of steps; each main-conversation request the CLI makes consumes the next
 one, rendered in the API the request came in on: Anthropic Messages (`POST /v1/messages`,
 claude), OpenAI Responses (`POST /v1/responses`, codex), Gemini (`POST /v1beta/models/M:
 generateContent` / `:streamGenerateContent`, gemini), OpenAI Chat Completions (`POST
-/v1/chat/completions`, opencode). Side requests (gemini's router and next-speaker checks,
-codex's model list or WebSocket attempt, any tool-less claude or opencode request such as a
-title or token count) get a harmless answer and consume nothing, so a script reads as what
-the model does, not as what each CLI happens to ask.
+/v1/chat/completions`, opencode and copilot). Side requests (gemini's router and
+next-speaker checks, codex's model list or WebSocket attempt, any tool-less claude or
+opencode request such as a title or token count) get a harmless answer and consume nothing,
+so a script reads as what the model does, not as what each CLI happens to ask.
 
     with ModelAPI([edit("src/calc.py", "return 1", "return 2"), answer({"notes": []})]) as api:
         run the CLI against api.url ...
         assert api.remaining() == [] and api.problems == []
 
 What each step becomes (observed with claude-code 2.1.332, codex 0.169.0, gemini-cli 0.61.0,
-opencode 1.18.33):
+opencode 1.18.33, copilot 1.0.102):
 - edit    claude: `Read` of the absolute path, then (next request) `Edit`; codex: the custom
           tool `exec` running `await tools.apply_patch("*** Begin Patch ...")` with the path
           relative to the cwd and whole lines (read from the file, so indentation is kept);
           gemini: `replace` with an absolute `file_path` (it needs no read_file first);
           opencode: `read` of the absolute path, then (next request) `edit` with
-          `filePath`, `oldString`, `newString`.
+          `filePath`, `oldString`, `newString`; copilot (told apart by its `view` tool):
+          `edit` with an absolute `path`, `old_str`, `new_str`.
           The cwd is the one the CLI tells the model in the request.
 - answer  claude: a `StructuredOutput` tool call (the run ends there; should the CLI ask
           once more, a plain closing turn follows, unscripted); codex: an assistant message,
-          json.dumps(obj); gemini: the JSON in a ```json block; opencode: json.dumps(obj)
-          as the reply's text.
+          json.dumps(obj); gemini: the JSON in a ```json block; opencode and copilot:
+          json.dumps(obj) as the reply's text.
 - call    a raw tool call; for codex a str input makes a freeform (custom) tool call, e.g.
           `call("exec", "<javascript>")`, a dict a function call.
 - error   the API's own error body and status, `times` requests in a row ("always": all).
@@ -191,6 +193,7 @@ _CWD_PATTERNS = (
     re.compile(r"<cwd>([^<]+)</cwd>"),  # codex, environment context
     re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- *(\S[^\n]*)"),  # gemini
     re.compile(r"<env>\s*Working directory: *(\S[^\n]*)"),  # opencode, system text
+    re.compile(r"\* Current working directory: *(\S[^\n]*)"),  # copilot, system text
 )
 
 
@@ -709,9 +712,10 @@ class _Gemini(_API):
 
 class _Chat(_API):
     """OpenAI Chat Completions (`POST /v1/chat/completions`), as opencode speaks it through
-    its OpenAI-compatible provider: streamed `chat.completion.chunk`s, each a `choices[0].
-    delta` of content or tool_calls, a final chunk with `usage` when the request asks for it
-    (`stream_options.include_usage`), then `data: [DONE]`."""
+    its OpenAI-compatible provider and copilot through its own (BYOK): streamed
+    `chat.completion.chunk`s, each a `choices[0].delta` of content or tool_calls, a final
+    chunk with `usage` when the request asks for it (`stream_options.include_usage`), then
+    `data: [DONE]`."""
 
     name = "chat"
 
@@ -732,6 +736,11 @@ class _Chat(_API):
         )
 
     def phases(self, step: Step, body: Any, ids: Iterator[str]) -> list[Turn]:
+        if isinstance(step, Edit) and "view" in self.tools(body):
+            # copilot: `edit` with an absolute path, no view needed first.
+            path = str(Path(find_cwd(body)) / step.path)
+            change = {"path": path, "old_str": step.old, "new_str": step.new}
+            return [Turn(tools=(ToolUse("edit", change, next(ids)),))]
         if isinstance(step, Edit):
             # opencode's edit refuses a file not read first in the session.
             path = str(Path(find_cwd(body)) / step.path)

@@ -46,6 +46,7 @@ PACKAGES = {
     "codex": "@openai/codex",
     "gemini": "@google/gemini-cli",
     "opencode": "opencode-ai",
+    "copilot": "@github/copilot",
 }
 
 # Host programs a CLI needs beside itself, and when: claude runs the commands the registry

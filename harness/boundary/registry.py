@@ -59,6 +59,20 @@ SHIMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (*CODING, "audit"),
         ("OPENCODE_API_KEY", "OPENCODE_BASE_URL", "OPENCODE_MODEL"),
     ),
+    # GitHub's tokens, or a model provider of the user's own (BYOK).
+    "copilot": (
+        (*CODING, "audit"),
+        (
+            "COPILOT_GITHUB_TOKEN",
+            "GH_TOKEN",
+            "GITHUB_TOKEN",
+            "COPILOT_MODEL",
+            "COPILOT_PROVIDER_BASE_URL",
+            "COPILOT_PROVIDER_API_KEY",
+            "COPILOT_PROVIDER_TYPE",
+            "COPILOT_PROVIDER_WIRE_API",
+        ),
+    ),
 }
 
 

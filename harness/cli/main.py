@@ -164,6 +164,7 @@ def _json_flag(p: argparse.ArgumentParser) -> None:
 def _init(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gemini", action="store_true", help="also register the Gemini CLI shim")
     p.add_argument("--opencode", action="store_true", help="also register the OpenCode shim")
+    p.add_argument("--copilot", action="store_true", help="also register the Copilot CLI shim")
 
 
 def _tokens(tok: _Commands) -> None:

@@ -14,15 +14,16 @@ from harness.spec import config
 from harness.workers import launcher
 
 
-def shims(gemini: bool, opencode: bool = False) -> list[str]:
+def shims(gemini: bool, opencode: bool = False, copilot: bool = False) -> list[str]:
     """The shims `init` registers: claude and codex always, the others when asked for."""
-    return ["claude", "codex", *(["gemini"] if gemini else []), *(["opencode"] if opencode else [])]
+    asked = {"gemini": gemini, "opencode": opencode, "copilot": copilot}
+    return ["claude", "codex", *(name for name, wanted in asked.items() if wanted)]
 
 
-def init(layout: Layout, gemini: bool, opencode: bool = False) -> list[str]:
+def init(layout: Layout, gemini: bool, opencode: bool = False, copilot: bool = False) -> list[str]:
     """Write the config, the registry, the token store and the agents' launchers that are
     missing; the repository paths written, in that order."""
-    names = shims(gemini, opencode)
+    names = shims(gemini, opencode, copilot)
     wanted = [
         (layout.config, config.DEFAULT_TEXT.encode()),
         (layout.registry, files.pretty(registry.default(names))),
@@ -43,12 +44,12 @@ def init(layout: Layout, gemini: bool, opencode: bool = False) -> list[str]:
     return made
 
 
-def missing(gemini: bool, opencode: bool = False) -> list[str]:
+def missing(gemini: bool, opencode: bool = False, copilot: bool = False) -> list[str]:
     """One line for each CLI the registry `init` writes names that is not on PATH."""
     path = os.environ.get("PATH", os.defpath)
     return [
         f"note: {name} is not on PATH: the {name} agent cannot run until it is "
         f"(npm install -g {installed.PACKAGES[name]})"
-        for name in shims(gemini, opencode)
+        for name in shims(gemini, opencode, copilot)
         if shutil.which(name, path=path) is None
     ]

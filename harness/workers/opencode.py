@@ -26,7 +26,7 @@ import orjson
 
 from harness import __version__
 from harness.base import metrics
-from harness.workers import cliprocess, prompts, shim
+from harness.workers import cliprocess, codex_events, prompts, shim
 
 # The provider the shim defines when the environment names a base URL: any API that speaks
 # OpenAI's Chat Completions, through the OpenAI-compatible provider opencode ships built in.
@@ -178,7 +178,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     extra = OWN_ENV | {"OPENCODE_CONFIG_CONTENT": orjson.dumps(doc).decode()}
     with hidden(box):
         ran = cliprocess.run_cli(command(env, box, model), env, box, prompt, extra, streams=True)
-    events = parse_events(ran.stdout)
+    events = codex_events.parse_events(ran.stdout)
     check(ran, events)
     check_tools(events, launch, str(box.root), env.writable)
     found = shim.json_in(final_text(events))
@@ -221,19 +221,6 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink()
-
-
-def parse_events(stdout: bytes) -> list[dict[str, Any]]:
-    """The NDJSON events; a line that is not a JSON object (a stray log line) is skipped."""
-    events = []
-    for line in stdout.splitlines():
-        try:
-            doc = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(doc, dict):
-            events.append(doc)
-    return events
 
 
 def _obj(value: object) -> dict[str, Any]:

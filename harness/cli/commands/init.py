@@ -10,8 +10,8 @@ from harness.importers import scaffold
 
 
 def init(args: argparse.Namespace) -> int:
-    made = scaffold.init(located.repository(args), args.gemini, args.opencode)
+    made = scaffold.init(located.repository(args), args.gemini, args.opencode, args.copilot)
     print("created " + ", ".join(made) if made else "nothing to do: ai/ is already set up")
-    for note in scaffold.missing(args.gemini, args.opencode):
+    for note in scaffold.missing(args.gemini, args.opencode, args.copilot):
         print(note, file=sys.stderr)
     return 0

@@ -310,6 +310,9 @@ def test_a_supervised_subtask_halts_and_takes_a_verdict_only_with_a_reason(
         dash = {"task_id": "demo", "subtask": "-T1", "reason": "fine"}
         dashed = await client.call_tool("approve", dash)
         assert dashed.is_error and "(exit 2: bad input)" in text(dashed)
+        huge = {"task_id": "demo", "subtask": "T1", "reason": "why " * 50_000}
+        too_long = await client.call_tool("approve", huge)
+        assert too_long.is_error and "too long to pass (exit 2: bad input)" in text(too_long)
         other = {"task_id": "demo", "subtask": "T9", "reason": "fine"}
         unknown = await client.call_tool("approve", other)
         assert unknown.is_error and "task demo has no subtask T9 (exit 2" in text(unknown)

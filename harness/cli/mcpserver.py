@@ -8,6 +8,7 @@ Only `harness mcp` imports this module: the `mcp` SDK takes over a second to imp
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
 import sys
@@ -94,13 +95,20 @@ async def run(command: list[str], said: Said) -> Done:
     """Run `command` with no stdin (the server's stdin is the JSON-RPC stream), its stdout
     collected and each stderr line handed to `said` as it comes. A cancelled call stops the
     child as Ctrl-C would, so the task's log says where it stopped."""
-    proc = await asyncio.create_subprocess_exec(
-        *command,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        limit=LINE_LIMIT,
-    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=LINE_LIMIT,
+        )
+    except OSError as exc:
+        if exc.errno != errno.E2BIG:
+            raise
+        # An argument past what the system passes to a program (128 KiB): a caller's, since
+        # the rest are short.
+        raise ToolError("an argument is too long to pass (exit 2: bad input)") from None
     assert proc.stdout is not None and proc.stderr is not None
     out = asyncio.ensure_future(proc.stdout.read())
     err: list[str] = []

@@ -84,9 +84,10 @@ def command(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch, usage: P
 
 
 def own_env(environ: dict[str, str]) -> dict[str, str]:
-    """What the shim sets for copilot: no update; and given a model provider of the user's
+    """What the shim sets for copilot: no update, COPILOT_ALLOW_ALL off (its value `true`
+    would trust the repository and run its hooks); and given a model provider of the user's
     (BYOK), offline, so copilot reaches nothing of GitHub's."""
-    found = {"COPILOT_AUTO_UPDATE": "false"}
+    found = {"COPILOT_AUTO_UPDATE": "false", "COPILOT_ALLOW_ALL": ""}
     if environ.get("COPILOT_PROVIDER_BASE_URL"):
         found["COPILOT_OFFLINE"] = "true"
     return found

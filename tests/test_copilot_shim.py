@@ -333,3 +333,30 @@ def test_a_refused_key_is_hard(home: Path, tmp_path: Path) -> None:
     failed = [e for e in s.events() if e["event"] == "subagent_failed"]
     assert [e["details"]["kind"] for e in failed] == ["hard"]
     assert "authentication" in failed[0]["error"] and "status 401" in failed[0]["error"]
+
+
+@pytest.mark.e2e
+@INSTALLED
+def test_an_entrys_tools_reach_copilots_available_tools(home: Path, tmp_path: Path) -> None:
+    """An entry limited to read and edit: its shim gets `--policy`, `policy show` prints the
+    argv the shim builds, and copilot offers the model exactly those."""
+    with ModelAPI([edit(*EDIT), answer(ANSWER)]) as api:
+        env = copilot_env(home, api.url)
+        s = new_repository(tmp_path, env)
+        reg = s.read_json("ai/agents/registry.json")
+        for entry in reg["agents"]:
+            if entry["id"] == "copilot":
+                entry["tools"] = ["read", "edit"]
+        s.write_json("ai/agents/registry.json", reg)
+        plan_for(s, "copilot")
+        shown = s.cli("policy", "show", "copilot", "--json", env=env)
+        assert shown.returncode == 0, shown.stderr
+        doc = orjson.loads(shown.stdout)
+        assert doc["cli"] == "copilot" and "--policy" in doc["launch"]
+        available = doc["writable"][doc["writable"].index("--available-tools") + 1]
+        assert available == "view,edit"
+        read_only = doc["read_only"]
+        assert read_only[read_only.index("--available-tools") + 1] == "view"
+        done = s.cli("run", "demo", env=env, timeout=300)
+        assert done.returncode == 0, done.stderr + done.stdout
+        assert api.tools_offered() == ["edit", "view"]

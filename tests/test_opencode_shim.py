@@ -405,3 +405,27 @@ def test_a_retry_after_a_failed_test_resumes_opencodes_own_session(
     assert metas[1]["session"]["resumed"] == session
     assert metas[1]["cli_argv"][-2:] == ["--session", session]
     assert any(marker in body for body in seen[-3:]), seen[-3:]
+
+
+@pytest.mark.e2e
+@INSTALLED
+def test_an_entrys_tools_reach_opencodes_permissions(home: Path, tmp_path: Path) -> None:
+    """An entry limited to read and edit: its shim gets `--policy`, and opencode offers the
+    model exactly those (edit brings write: one permission in opencode)."""
+    with ModelAPI([edit(*EDIT), answer(ANSWER)]) as api:
+        env = opencode_env(home, api.url)
+        s = new_repository(tmp_path, env)
+        reg = s.read_json("ai/agents/registry.json")
+        for entry in reg["agents"]:
+            if entry["id"] == "opencode":
+                entry["tools"] = ["read", "edit"]
+        s.write_json("ai/agents/registry.json", reg)
+        plan_for(s, "opencode")
+        shown = s.cli("policy", "show", "opencode", "--json", env=env)
+        assert shown.returncode == 0, shown.stderr
+        doc = orjson.loads(shown.stdout)
+        assert doc["cli"] == "opencode" and "--policy" in doc["launch"]
+        assert doc["writable"][-2:] == ["-m", f"harness/{MODEL}"]
+        done = s.cli("run", "demo", env=env, timeout=300)
+        assert done.returncode == 0, done.stderr + done.stdout
+        assert api.tools_offered() == ["edit", "read", "write"]

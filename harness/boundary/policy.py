@@ -242,7 +242,7 @@ def apply(agents: list[Agent], found: Policy | None, root: Path) -> list[Agent]:
 
 
 # What a launcher harness writes runs: `python -m harness.workers.<cli>`.
-_SHIM = re.compile(rb"harness\.workers\.(claude|codex|gemini)\b")
+_SHIM = re.compile(rb"harness\.workers\.(claude|codex|gemini|opencode|copilot)\b")
 
 
 def shim_of(executable: Path) -> str | None:

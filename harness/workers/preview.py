@@ -3,6 +3,7 @@ built by the shim's own code so what is shown is what runs."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from harness.base.errors import InvalidInput
 from harness.boundary import policy, registry, sandbox
 from harness.repository.layout import Layout
 from harness.spec import config
-from harness.workers import claude, codex, gemini, shim
+from harness.workers import claude, codex, copilot, gemini, opencode, shim
 from harness.workers.shim import Launch
 
 # Where a call's throw-away copy lies in the sandbox: a fresh folder under its home each time.
@@ -57,4 +58,12 @@ def _cli_argv(cli: str, launch: Launch, scope: str, budgets: dict[str, Any]) -> 
         return claude.command(env, box, "<role brief>", launch, sandbox.HOME)
     if cli == "codex":
         return codex.command(env, box, Path("<schema file>"), Path("<last message file>"), launch)
+    if cli == "opencode":
+        try:
+            model = opencode.model_of(launch, dict(os.environ))
+        except shim.ShimError as exc:
+            raise InvalidInput(f"opencode: {exc}") from None
+        return opencode.command(env, box, model)
+    if cli == "copilot":
+        return copilot.command(env, box, launch, Path("<usage file>"))
     return gemini.command(env, launch)

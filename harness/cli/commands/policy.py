@@ -24,7 +24,7 @@ def show(args: argparse.Namespace) -> int:
         print(f"model: {printable(shown['model'])}")
     print(f"launch: {printable(shlex.join(shown['launch']))}")
     if shown["cli"] is None:
-        print("(no claude, codex or gemini shim: of the policy it gets the commands it keeps)")
+        print("(no harness shim of an agent CLI: of the policy it gets the commands it keeps)")
         return 0
     for key, label in (("writable", "writable"), ("read_only", "read-only")):
         print(f"{label}: {printable(shlex.join(shown[key]))}")

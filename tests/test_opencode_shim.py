@@ -17,7 +17,7 @@ from harness.boundary import policy
 from harness.importers import demo
 from harness.workers import cliprocess, opencode, shim
 from tests.conftest import Sample
-from tests.modelapi import ModelAPI, Step, answer, edit, error
+from tests.modelapi import ModelAPI, Step, answer, edit, error, hang
 from tests.test_real_clis import (
     ANSWER,
     CLIS,
@@ -52,6 +52,15 @@ def test_a_base_url_defines_the_provider_and_its_key_stays_an_env_reference() ->
     }
     assert list(provider["models"]) == [MODEL] and doc["model"] == model
     assert KEY not in orjson.dumps(doc).decode()
+
+
+def test_the_calls_idle_s_bounds_the_wait_for_headers_and_each_chunk() -> None:
+    environ = {"OPENCODE_BASE_URL": "http://127.0.0.1:9/v1"}
+    doc = opencode.config(True, LAUNCH, environ, "harness/m", idle_s=12.5)
+    options = doc["provider"]["harness"]["options"]
+    assert options["headerTimeout"] == options["chunkTimeout"] == 12500
+    unbounded = opencode.config(True, LAUNCH, environ, "harness/m")
+    assert "chunkTimeout" not in unbounded["provider"]["harness"]["options"]
 
 
 def test_a_base_url_without_a_model_is_refused_and_without_one_opencode_chooses() -> None:
@@ -429,3 +438,29 @@ def test_an_entrys_tools_reach_opencodes_permissions(home: Path, tmp_path: Path)
         done = s.cli("run", "demo", env=env, timeout=300)
         assert done.returncode == 0, done.stderr + done.stdout
         assert api.tools_offered() == ["edit", "read", "write"]
+
+
+@pytest.mark.e2e
+@INSTALLED
+def test_a_model_api_that_hangs_is_given_up_on_after_idle_s(home: Path, tmp_path: Path) -> None:
+    """The stream's headers, then nothing: opencode's provider gives up after the call's
+    idle_s, not its own five minutes, and the call is retryable."""
+    with ModelAPI([hang(headers=True) for _ in range(12)]) as api:
+        env = opencode_env(home, api.url)
+        s = new_repository(tmp_path, env)
+        config = (s.root / "ai" / "harness.toml").read_text()
+        (s.root / "ai" / "harness.toml").write_text(
+            config.replace("timeouts = { soft_s = 60, hard_s = 90 }", QUICK)
+        )
+        plan_for(s, "opencode")
+        started = time.monotonic()
+        done = s.cli("run", "demo", env=env, timeout=300)
+        took = time.monotonic() - started
+        asked = len(api.main_requests())
+    assert done.returncode == 1, done.stderr
+    failed = [e for e in s.events() if e["event"] == "subagent_failed"]
+    assert [e["details"]["kind"] for e in failed] == ["retryable", "retryable"]
+    # Each call's first request was given up on after idle_s and asked again (opencode's
+    # own retry) before the soft timeout: at its default five minutes, once a call.
+    assert asked >= 4, asked
+    assert took < 120, took

@@ -112,11 +112,16 @@ def permissions(writable: bool, launch: shim.Launch) -> dict[str, Any]:
 
 
 def config(
-    writable: bool, launch: shim.Launch, environ: dict[str, str], model: str | None
+    writable: bool,
+    launch: shim.Launch,
+    environ: dict[str, str],
+    model: str | None,
+    idle_s: float | None = None,
 ) -> dict[str, Any]:
     """The whole opencode config of the call: its permissions, no snapshots, updates or
     sharing, and, given a base URL, the provider it names (its key read from
-    OPENCODE_API_KEY by opencode itself, so the config holds no secret)."""
+    OPENCODE_API_KEY by opencode itself, so the config holds no secret) with the call's
+    idle_s as its wait for the response's headers and for each streamed chunk."""
     doc: dict[str, Any] = {
         "autoupdate": False,
         "share": "disabled",
@@ -124,13 +129,18 @@ def config(
         "permission": permissions(writable, launch),
     }
     url = environ.get("OPENCODE_BASE_URL")
+    wait = int(idle_s * 1000) if idle_s is not None else None
     if url and model is not None:
         name = model.split("/", 1)[1]
         doc["provider"] = {
             PROVIDER: {
                 "npm": "@ai-sdk/openai-compatible",
                 "name": PROVIDER,
-                "options": {"baseURL": url, "apiKey": "{env:OPENCODE_API_KEY}"},
+                "options": {
+                    "baseURL": url,
+                    "apiKey": "{env:OPENCODE_API_KEY}",
+                    **({"headerTimeout": wait, "chunkTimeout": wait} if wait else {}),
+                },
                 "models": {name: {"name": name}},
             }
         }
@@ -173,11 +183,14 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     prompt = prompts.render(env, brief, launch)
     environ = dict(os.environ)
     model = model_of(launch, environ)
-    doc = config(env.writable, launch, environ, model)
+    idle_s = (env.payload.get("timeouts") or {}).get("idle_s")
+    doc = config(env.writable, launch, environ, model, idle_s)
     quiet_plugins(shim.home())
     extra = OWN_ENV | {"OPENCODE_CONFIG_CONTENT": orjson.dumps(doc).decode()}
     with hidden(box):
-        ran = cliprocess.run_cli(command(env, box, model), env, box, prompt, extra, streams=True)
+        # Not `streams`: opencode prints a part only once it is whole, so a long answer is
+        # silent; a stuck model API is what the provider's timeouts above catch.
+        ran = cliprocess.run_cli(command(env, box, model), env, box, prompt, extra)
     events = codex_events.parse_events(ran.stdout)
     check(ran, events)
     check_tools(events, launch, str(box.root), env.writable)

@@ -438,6 +438,20 @@ def test_codex_is_pointed_by_the_environment_with_its_own_retries_capped() -> No
     assert codex.provider_overrides({}, {}) == []  # codex's built-in provider: nothing to cap
 
 
+def test_codex_turns_off_each_mcp_server_of_the_users_config() -> None:
+    config = {"mcp_servers": {"harness": {"command": "harness"}, "b-2_x": {"url": "u"}}}
+    assert codex.mcp_off(config) == [
+        "-c",
+        "mcp_servers.b-2_x.enabled=false",
+        "-c",
+        "mcp_servers.harness.enabled=false",
+    ]
+    assert codex.mcp_off({}) == [] and codex.mcp_off({"mcp_servers": "x"}) == []
+    # A name `-c` would read as a path of keys cannot be turned off: the call fails instead.
+    with pytest.raises(shim.ShimError, match="cannot turn off"):
+        codex.mcp_off({"mcp_servers": {"a.b": {"command": "x"}}})
+
+
 GEMINI_TRACE = b"Error when talking to Gemini API\n    at generateContent (file:///x.js:1:1)\n"
 
 

@@ -1,9 +1,9 @@
 """Workers never get MCP tools: each real agent CLI (tests/clis), run by harness in its sandbox
 against the scripted model API, for a user whose own config names an MCP server (`mine`) and
 on a repository whose committed files name one for that CLI (`probe`): neither server's tool
-reaches the model. Two cases are strict xfails until their shims close them: claude offers
-a repository's `.mcp.json` servers (its shim passes no `--strict-mcp-config`), codex the
-user's own (its shim's `-c mcp_servers={}` does not remove them)."""
+reaches the model: the claude shim passes `--strict-mcp-config` with no `--mcp-config`, the
+codex shim turns each server of the user's config.toml off by name, gemini's writes settings
+without `mcpServers`."""
 
 from __future__ import annotations
 
@@ -108,42 +108,11 @@ def offered(requests: str, server: str) -> bool:
     return f"mcp__{server}" in requests or f"mcp_{server}_" in requests
 
 
-@pytest.mark.parametrize(
-    "cli",
-    [
-        "claude",
-        pytest.param(
-            "codex",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the codex shim's `-c mcp_servers={}` is merged into the user's table, "
-                "not put in its place: codex 0.169 still starts each [mcp_servers.X] of the "
-                "user's config.toml (bound into the sandbox) and offers its namespace; "
-                "`-c mcp_servers.X.enabled=false` per server turns one off",
-            ),
-        ),
-        "gemini",
-    ],
-)
+@pytest.mark.parametrize("cli", ["claude", "codex", "gemini"])
 def test_a_worker_gets_no_mcp_server_of_the_users_config(cli: str, seen: dict[str, str]) -> None:
     assert not offered(seen[cli], "mine")
 
 
-@pytest.mark.parametrize(
-    "cli",
-    [
-        pytest.param(
-            "claude",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the claude shim passes no --strict-mcp-config: claude starts the "
-                ".mcp.json servers of its working copy inside the sandbox and offers their "
-                "tools (a call needs a permission rule, which --allowedTools does not give)",
-            ),
-        ),
-        "codex",
-        "gemini",
-    ],
-)
+@pytest.mark.parametrize("cli", ["claude", "codex", "gemini"])
 def test_a_worker_gets_no_mcp_server_the_repository_names(cli: str, seen: dict[str, str]) -> None:
     assert not offered(seen[cli], "probe")

@@ -133,6 +133,9 @@ def command(
     # --allowedTools only pre-approves: the model is still offered every other tool
     # (subagents, web fetch and search among them). --tools is what it is offered at all.
     argv += ["--tools", ",".join(offered(env.writable, launch))]
+    # No MCP server at all: with no --mcp-config, none of the user's settings and none a
+    # repository's committed .mcp.json names starts, so no tool of one reaches the model.
+    argv.append("--strict-mcp-config")
     argv.append("--verbose")  # the output lists each tool call and its result (check_edits)
     if env.resumes is not None:
         # The retried call's conversation goes on, under a new id: the old one stays as it was.

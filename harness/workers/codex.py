@@ -8,6 +8,7 @@ computed by the shared shim from the sandbox, never taken from the model.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tomllib
@@ -89,6 +90,8 @@ OFF = (
     "browser_use",
     "tool_suggest",
 )
+# An MCP server name `-c mcp_servers.<name>.enabled=false` spells as one key.
+_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 # The provider the shim defines when the environment names a base URL: codex ignores
 # OPENAI_BASE_URL and reads its endpoint only from a provider.
 PROVIDER = "harness"
@@ -155,22 +158,39 @@ def command(
 def _common(env: shim.Envelope) -> list[str]:
     """What a new and a resumed `codex exec` both take: its model provider, the tools no
     role needs off, JSONL events, and no trust check on the shim's own git sandbox."""
+    config = user_config()
     return [
         *provider_overrides(
-            dict(os.environ), user_config(), (env.payload.get("timeouts") or {}).get("idle_s")
+            dict(os.environ), config, (env.payload.get("timeouts") or {}).get("idle_s")
         ),
         # Only what a role needs, whatever the user's config turns on: no web search, no
         # subagents, goals, sleeping, apps, plugins, images, browser or computer use.
         "-c",
         'web_search="disabled"',
-        "-c",
-        "mcp_servers={}",  # no MCP server the user's config names starts for a role
+        *mcp_off(config),
         "-c",
         "analytics.enabled=false",  # no traffic beside the model's (its proxy would refuse it)
         *(a for name in OFF for a in ("-c", f"features.{name}=false")),
         "--json",
         "--skip-git-repo-check",  # the sandbox is a git repo, but its trust is not configured
     ]
+
+
+def mcp_off(config: dict[str, Any]) -> list[str]:
+    """`-c` overrides turning off each MCP server the user's config names: no server starts
+    for a role, so no tool of one (harness's own `harness mcp` among them) reaches a worker.
+    codex merges `-c mcp_servers={}` into the user's table instead of replacing it, so each
+    server is turned off by name; a name `-c` cannot spell fails the call rather than leave
+    its server on."""
+    servers = config.get("mcp_servers")
+    names = sorted(servers) if isinstance(servers, dict) else []
+    for name in names:
+        if not _SERVER_NAME.fullmatch(name):
+            raise shim.ShimError(
+                f"the codex config names MCP server {name!r}, which harness cannot turn off "
+                "for a worker: rename it to letters, digits, '_' and '-'"
+            )
+    return [a for name in names for a in ("-c", f"mcp_servers.{name}.enabled=false")]
 
 
 def user_config() -> dict[str, Any]:

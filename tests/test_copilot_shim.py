@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from harness.boundary import policy
 from harness.importers import demo
 from harness.workers import cliprocess, copilot, shim
 from tests.conftest import Sample
-from tests.modelapi import ModelAPI, answer, edit, error
+from tests.modelapi import ModelAPI, answer, edit, error, hang
 from tests.test_real_clis import (
     ANSWER,
     CLIS,
@@ -360,3 +361,31 @@ def test_an_entrys_tools_reach_copilots_available_tools(home: Path, tmp_path: Pa
         done = s.cli("run", "demo", env=env, timeout=300)
         assert done.returncode == 0, done.stderr + done.stdout
         assert api.tools_offered() == ["edit", "view"]
+
+
+QUICK = "timeouts = { soft_s = 30, hard_s = 45, idle_s = 10 }"
+
+
+@pytest.mark.e2e
+@INSTALLED
+def test_a_model_api_that_hangs_leaves_copilot_stuck_and_stopped(
+    home: Path, tmp_path: Path
+) -> None:
+    """The stream's headers, then nothing: copilot's JSONL, which prints each event as it
+    happens, goes silent, and the shim stops it as stuck after idle_s: retryable."""
+    with ModelAPI([hang(headers=True) for _ in range(4)]) as api:
+        env = copilot_env(home, api.url)
+        s = new_repository(tmp_path, env)
+        config = (s.root / "ai" / "harness.toml").read_text()
+        (s.root / "ai" / "harness.toml").write_text(
+            config.replace("timeouts = { soft_s = 60, hard_s = 90 }", QUICK)
+        )
+        plan_for(s, "copilot")
+        started = time.monotonic()
+        done = s.cli("run", "demo", env=env, timeout=300)
+        took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    failed = [e for e in s.events() if e["event"] == "subagent_failed"]
+    assert [e["details"]["kind"] for e in failed] == ["retryable", "retryable"]
+    assert all("stuck" in e["error"] for e in failed), failed
+    assert took < 60, took

@@ -18,7 +18,7 @@ from harness.boundary import policy
 from harness.importers import demo
 from harness.workers import cliprocess, copilot, shim
 from tests.conftest import Sample
-from tests.modelapi import ModelAPI, answer, edit, error, hang
+from tests.modelapi import ModelAPI, Step, answer, edit, error, hang
 from tests.test_real_clis import (
     ANSWER,
     CLIS,
@@ -389,3 +389,41 @@ def test_a_model_api_that_hangs_leaves_copilot_stuck_and_stopped(
     assert [e["details"]["kind"] for e in failed] == ["retryable", "retryable"]
     assert all("stuck" in e["error"] for e in failed), failed
     assert took < 60, took
+
+
+@pytest.mark.e2e
+@INSTALLED
+def test_a_retry_after_a_failed_test_resumes_copilots_own_session(
+    home: Path, tmp_path: Path
+) -> None:
+    """`"resume": true`: the first change fails the tests; the retry continues copilot's
+    session (`--resume`, its session-state kept from the first call's home), so the model
+    sees its first answer again."""
+    marker = "FIRST-ATTEMPT-MARKER"
+    script: list[Step] = [
+        edit("src/calc.py", "    return a + b", "    return a - b"),
+        answer(ANSWER | {"notes": [marker]}),
+        edit(*EDIT),
+        answer(ANSWER),
+    ]
+    with ModelAPI(script) as api:
+        env = copilot_env(home, api.url)
+        s = new_repository(tmp_path, env)
+        reg = s.read_json("ai/agents/registry.json")
+        for entry in reg["agents"]:
+            entry["resume"] = entry["id"] == "copilot"
+        s.write_json("ai/agents/registry.json", reg)
+        plan_for(s, "copilot")
+        done = s.cli("run", "demo", env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert api.remaining() == []
+        seen = [orjson.dumps(r["body"]).decode() for r in api.main_requests()]
+    assert "return a + b + 0" in (s.root / "src" / "calc.py").read_text()
+    assert "subagent_retried" in s.names()
+    calls = [e["details"]["call_id"] for e in s.events() if e["event"] == "subagent_invoked"]
+    metas = [s.read_json(f"ai/exchanges/demo/{c}/meta.json") for c in calls]
+    first = orjson.loads((s.root / "ai/exchanges/demo" / calls[0] / "stdout.ndjson").read_bytes())
+    session = first["result"]["metrics"]["session_id"]
+    assert metas[1]["session"]["resumed"] == session
+    assert metas[1]["cli_argv"][-2:] == ["--resume", session]
+    assert any(marker in body for body in seen[-2:]), seen[-2:]

@@ -38,6 +38,7 @@ SESSIONS: dict[str, tuple[str, ...]] = {
     "codex": (".codex/sessions",),
     "gemini": (".gemini/tmp",),
     "opencode": (".local/share/opencode",),
+    "copilot": (".copilot/session-state",),
 }
 
 # How each CLI is installed, for the fix a missing one is reported with.

@@ -80,6 +80,8 @@ def command(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch, usage: P
         "--usage-output-file",
         str(usage),
         *(["--model", launch.model] if launch.model else []),
+        # The retried call's session, kept in the sandbox's home (sessions.py).
+        *(["--resume", env.resumes] if env.resumes is not None else []),
     ]
 
 

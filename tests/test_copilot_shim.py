@@ -67,6 +67,12 @@ def test_commands_bring_the_shell_each_as_a_prefix() -> None:
     assert argv[argv.index("--allow-tool") + 1] == "shell(pytest -q:*)"
 
 
+def test_a_call_that_may_use_no_tool_is_offered_none_not_all() -> None:
+    nothing = shim.Launch(policy=policy.Effective((), (), {}))
+    argv = copilot.command(READ_ONLY, BOX, nothing, Path("/u"))
+    assert argv[argv.index("--available-tools") + 1] == "harness-no-tool"
+
+
 def test_a_policy_keeps_only_its_tools() -> None:
     effective = policy.Effective((), (), {"read": policy.Rules(None), "edit": policy.Rules(None)})
     assert copilot.tools(True, shim.Launch(policy=effective)) == ["view", "edit"]

@@ -31,6 +31,9 @@ from harness.workers import cliprocess, codex_events, opencode, prompts, shim
 READ_TOOLS = {"read": "view", "ls": "view", "glob": "glob", "grep": "grep"}
 EDIT_TOOLS = {"edit": "edit", "write": "create"}
 SHELL_TOOL = "bash"
+# copilot reads an empty --available-tools as no limit, every tool offered; a name no tool
+# has is how a call that may use none gets none.
+NO_TOOL = "harness-no-tool"
 
 # Failures no retry fixes, by copilot's errorType; a 429 or 5xx status, or its rate_limit,
 # is retryable (after copilot's own five retries, about a minute).
@@ -75,7 +78,7 @@ def command(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch, usage: P
         "-C",
         str(box.root),
         "--available-tools",
-        ",".join(offered),
+        ",".join(offered) or NO_TOOL,
         *(a for rule in allowed for a in ("--allow-tool", rule)),
         "--usage-output-file",
         str(usage),

@@ -4,11 +4,12 @@ into one answer line.
 The prompt goes on stdin, never argv, where `ps` and logs would show it (`opencode run` reads
 a non-TTY stdin as the message). OpenCode takes its whole configuration from the shim, in
 OPENCODE_CONFIG_CONTENT: no file in the repository it edits (its opencode.json and .opencode
-folders are turned off, so a committed one cannot widen the worker's tools or add a plugin),
-none in the user's home. Its permissions allow exactly the tools the call needs and deny the
-rest, which headless opencode then never offers the model: it would reject, silently, any
-permission it had to ask for. The final answer is the JSON object in its last reply's text;
-the diffs are computed by the shared shim from the sandbox, never taken from the model.
+folder are moved out of the sandbox while it runs, so a committed one can neither widen the
+worker's tools nor run a plugin), none in the user's home. Its permissions allow exactly the
+tools the call needs and deny the rest, which headless opencode then never offers the model:
+it would reject, silently, any permission it had to ask for. The final answer is the JSON
+object in its last reply's text; the diffs are computed by the shared shim from the sandbox,
+never taken from the model.
 """
 
 from __future__ import annotations

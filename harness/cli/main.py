@@ -316,9 +316,7 @@ def _readers(top: _Commands) -> None:
         "an in-toto SLSA provenance statement for a task's commit",
         _attest,
     )
-    top.on_task(
-        "audit", "audit:audit", "check a task's log, exchanges, commits and tokens", _audit
-    )
+    top.on_task("audit", "audit:audit", "check a task's log, exchanges, commits and tokens", _audit)
     top.on_task("log", "log:log", "the task's log, one line per event", _log)
 
 

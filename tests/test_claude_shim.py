@@ -106,6 +106,8 @@ def test_ok_commits_the_diff_the_shim_computed_from_the_sandbox(claude: Sample, 
         "cost_usd": 0.0123,
         "session_id": "fake-session",
         "tokens": 120,
+        "input_tokens": 100,
+        "output_tokens": 20,
     }
     assert "Goal of T1" in line["result"]["prompt"]
     assert line["result"]["artifacts"][0]["name"] == "summary.md"

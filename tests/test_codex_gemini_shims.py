@@ -111,6 +111,8 @@ def test_ok_commits_the_fakes_edit(sample: Sample, tmp_path: Path, name: str) ->
     )
     metrics = answer["result"]["metrics"]
     assert metrics["tokens"] == 120 and metrics["session_id"]
+    # codex's input_tokens count its cached ones: read, not read again.
+    assert (metrics["input_tokens"], metrics["output_tokens"]) == (100, 20)
     assert metrics["files_touched"] == 1
     assert [d["file"] for d in answer["result"]["diffs"]] == ["src/calc.py"]
 
@@ -546,7 +548,12 @@ def test_gemini_stream_events_give_the_last_reply_the_session_and_the_usage() ->
     gemini.check(_ran(0), doc)
     gemini.check_edits(doc)
     assert shim.json_in(doc["response"]) == {"notes": ["done"]}  # the last reply only
-    assert gemini._metrics(doc) == {"session_id": "s-9", "tokens": 2215}
+    assert gemini._metrics(doc) == {
+        "session_id": "s-9",
+        "tokens": 2215,
+        "input_tokens": 2010,
+        "output_tokens": 205,
+    }
 
 
 def test_a_gemini_edit_whose_result_is_an_error_is_a_lost_edit(

@@ -123,6 +123,8 @@ def test_metrics_come_from_the_usage_file_and_the_result() -> None:
         "session_id": "d16e31b2",
         "premium_requests": 1.5,
         "tokens": 2245,
+        "input_tokens": 2040,
+        "output_tokens": 205,
         "turns": 1,
     }
     # A count out of bounds is unknown; no usage file, no tokens.

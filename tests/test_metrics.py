@@ -245,3 +245,16 @@ def test_what_a_cli_reports_out_of_bounds_is_unknown(
     """The model claims nothing cost anything; only its CLI's sane figures are kept."""
     claimed = {"cost_usd": 0, "tokens": 0}
     assert metrics.figures(metrics.measured(claimed, meter)) == counted
+
+
+def test_usage_splits_what_was_read_from_what_was_written() -> None:
+    assert metrics.usage([100, 30, None], [20]) == {
+        "tokens": 150,
+        "input_tokens": 130,
+        "output_tokens": 20,
+    }
+    # A side not reported is left out; the total still counts what was.
+    assert metrics.usage([None], [20]) == {"tokens": 20, "output_tokens": 20}
+    # A count that is no count (negative, a string) leaves out its side and the total.
+    assert metrics.usage([-5], [20]) == {"output_tokens": 20}
+    assert metrics.usage([], []) == {}

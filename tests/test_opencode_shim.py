@@ -131,6 +131,8 @@ def test_metrics_sum_the_steps_tokens_and_cost() -> None:
     assert opencode.event_metrics(events) == {
         "session_id": "ses_1",
         "tokens": 2210,
+        "input_tokens": 2010,  # the cache's reads and writes are read too
+        "output_tokens": 200,  # reasoning is written
         "cost_usd": 0.75,
         "turns": 2,
     }

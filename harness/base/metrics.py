@@ -51,6 +51,24 @@ def total(counts: Iterable[object]) -> int | None:
     return None if summed is None else int(summed)
 
 
+def usage(read: Iterable[object], written: Iterable[object]) -> dict[str, int]:
+    """A CLI's token counts as a result's metrics report them: `tokens`, all of them (what
+    the budgets count), `input_tokens`, those the model read (the prompt cache's included,
+    as OpenTelemetry's GenAI conventions count them), and `output_tokens`, those it wrote
+    (reasoning included); each left out when its counts do not add up (total)."""
+    read, written = list(read), list(written)
+    found = {}
+    for name, counts in (
+        ("tokens", read + written),
+        ("input_tokens", read),
+        ("output_tokens", written),
+    ):
+        summed = total(counts)
+        if summed is not None:
+            found[name] = summed
+    return found
+
+
 def figures(metrics: object) -> dict[str, float]:
     """The spending figures of a result's `metrics` that count; the others are unknown."""
     if not isinstance(metrics, Mapping):

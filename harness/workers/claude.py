@@ -78,13 +78,9 @@ HARD_TEXT = re.compile(r"authentication_failed|billing_error|invalid_request", r
 HARD_SUBTYPES = frozenset({"error_max_turns", "error_max_budget_usd"})
 
 TAIL = 500
-# The fields of claude's `usage` that count tokens the model read or wrote.
-TOKEN_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_creation_input_tokens",
-    "cache_read_input_tokens",
-)
+# The fields of claude's `usage` that count tokens the model read (its output_tokens, those
+# it wrote).
+READ_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 def version() -> str:
@@ -436,9 +432,7 @@ def _metrics(final: dict[str, Any]) -> dict[str, Any]:
     usage = final.get("usage")
     if isinstance(usage, dict):
         # Tokens read from and written to the prompt cache are read too, and billed.
-        tokens = metrics.total(usage.get(k) for k in TOKEN_FIELDS)
-        if tokens is not None:
-            found["tokens"] = tokens
+        found |= metrics.usage((usage.get(k) for k in READ_FIELDS), [usage.get("output_tokens")])
     return found
 
 

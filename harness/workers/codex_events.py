@@ -201,13 +201,14 @@ def event_metrics(events: list[dict[str, Any]]) -> dict[str, Any]:
     for event in events:
         if event.get("type") == "thread.started" and event.get("thread_id") is not None:
             found["session_id"] = str(event["thread_id"])
-    # One turn per exec call as a rule, but sum in case codex ever reports several.
-    tokens = metrics.total(
-        usage.get(key)
+    # One turn per exec call as a rule, but sum in case codex ever reports several. Its
+    # input_tokens count the cached ones too.
+    turns = [
+        usage
         for event in events
         if event.get("type") == "turn.completed" and isinstance(usage := event.get("usage"), dict)
-        for key in ("input_tokens", "output_tokens")
+    ]
+    found |= metrics.usage(
+        (u.get("input_tokens") for u in turns), (u.get("output_tokens") for u in turns)
     )
-    if tokens is not None:
-        found["tokens"] = tokens
     return found

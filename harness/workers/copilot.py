@@ -209,8 +209,8 @@ def read_usage(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-# The fields of a model's usage that count tokens it read or wrote.
-TOKEN_FIELDS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
+# The fields of a model's usage that count tokens it read (its outputTokens, those it wrote).
+READ_FIELDS = ("inputTokens", "cacheReadTokens", "cacheWriteTokens")
 
 
 def event_metrics(events: list[dict[str, Any]], usage: dict[str, Any]) -> dict[str, Any]:
@@ -231,14 +231,14 @@ def event_metrics(events: list[dict[str, Any]], usage: dict[str, Any]) -> dict[s
     ):
         found["premium_requests"] = premium
     models = usage.get("modelMetrics")
-    counts: list[object] = []
+    read: list[object] = []
+    written: list[object] = []
     for model in models.values() if isinstance(models, dict) else ():
         spent = model.get("usage") if isinstance(model, dict) else None
         if isinstance(spent, dict):
-            counts += [spent.get(k) for k in TOKEN_FIELDS]
-    tokens = metrics.total(counts)
-    if tokens is not None:
-        found["tokens"] = tokens
+            read += [spent.get(k) for k in READ_FIELDS]
+            written.append(spent.get("outputTokens"))
+    found |= metrics.usage(read, written)
     turns = sum(1 for e in events if e.get("type") == "assistant.turn_start")
     if turns:
         found["turns"] = turns

@@ -356,9 +356,7 @@ def _metrics(doc: dict[str, Any]) -> dict[str, Any]:
     if isinstance(stats, dict):
         # The result's totals over every model it asked (its router's side call included):
         # tokens read and written, comparable to the other shims' input + output.
-        tokens = metrics.total(stats.get(k) for k in ("input_tokens", "output_tokens"))
-        if tokens is not None:
-            found["tokens"] = tokens
+        found |= metrics.usage([stats.get("input_tokens")], [stats.get("output_tokens")])
     return found
 
 

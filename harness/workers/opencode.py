@@ -325,8 +325,9 @@ def final_text(events: list[dict[str, Any]]) -> str:
     return "\n".join(reply)
 
 
-# The fields of a step's `tokens` that count tokens the model read or wrote.
-TOKEN_FIELDS = ("input", "output", "reasoning")
+# The fields of a step's `tokens` that count tokens the model wrote (its `input` and its
+# cache's `read` and `write`, those it read).
+WRITTEN_FIELDS = ("output", "reasoning")
 
 
 def event_metrics(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -339,21 +340,21 @@ def event_metrics(events: list[dict[str, Any]]) -> dict[str, Any]:
     if session is not None:
         found["session_id"] = session
     steps = [_part(e) for e in events if e.get("type") == "step_finish"]
-    counts: list[object] = []
+    read: list[object] = []
+    written: list[object] = []
     costs: list[float] = []
     for step in steps:
         tokens = step.get("tokens")
         if isinstance(tokens, dict):
-            counts += [tokens.get(k) for k in TOKEN_FIELDS]
+            read.append(tokens.get("input"))
+            written += [tokens.get(k) for k in WRITTEN_FIELDS]
             cache = tokens.get("cache")
             if isinstance(cache, dict):
-                counts += [cache.get("read"), cache.get("write")]
+                read += [cache.get("read"), cache.get("write")]
         cost = metrics.figure("cost_usd", step.get("cost"))
         if cost is not None:
             costs.append(cost)
-    total = metrics.total(counts)
-    if total is not None:
-        found["tokens"] = total
+    found |= metrics.usage(read, written)
     if costs:
         found["cost_usd"] = sum(costs)
     if steps:

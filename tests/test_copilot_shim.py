@@ -6,8 +6,8 @@ through copilot's own custom-provider support (BYOK), installed as a user instal
 from __future__ import annotations
 
 import os
-import shutil
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +15,16 @@ import orjson
 import pytest
 
 from harness.boundary import policy
-from harness.importers import demo
 from harness.workers import cliprocess, copilot, shim
+from tests import test_real_clis as real_clis
 from tests.conftest import Sample
-from tests.modelapi import ModelAPI, Step, answer, edit, error, hang
+from tests.modelapi import ModelAPI, answer, edit, error, hang
 from tests.test_real_clis import (
     ANSWER,
     CLIS,
     EDIT,
     KEY,
+    MARKER,
     assert_audited_and_replayed,
     make_user_home,
     plan_for,
@@ -256,17 +257,7 @@ def copilot_env(home: Path, url: str) -> dict[str, str]:
 
 def new_repository(where: Path, env: dict[str, str]) -> Sample:
     """The demo's sample project set up by `harness init --copilot`, its registry as written."""
-    root = where / "repo"
-    root.mkdir()
-    demo.build(root)
-    s = Sample(root, where / "unused.json")
-    (root / "ai" / "agents" / "registry.json").unlink()
-    shutil.rmtree(root / "agents")
-    done = s.cli("init", "--copilot", env=env)
-    assert done.returncode == 0, done.stderr
-    assert "copilot is not on PATH" not in done.stderr, done.stderr
-    s.commit_all("harness init")
-    return s
+    return real_clis.new_repository(where, env, "copilot")
 
 
 @pytest.mark.e2e
@@ -407,31 +398,11 @@ def test_a_retry_after_a_failed_test_resumes_copilots_own_session(
     """`"resume": true`: the first change fails the tests; the retry continues copilot's
     session (`--resume`, its session-state kept from the first call's home), so the model
     sees its first answer again."""
-    marker = "FIRST-ATTEMPT-MARKER"
-    script: list[Step] = [
-        edit("src/calc.py", "    return a + b", "    return a - b"),
-        answer(ANSWER | {"notes": [marker]}),
-        edit(*EDIT),
-        answer(ANSWER),
-    ]
-    with ModelAPI(script) as api:
-        env = copilot_env(home, api.url)
-        s = new_repository(tmp_path, env)
-        reg = s.read_json("ai/agents/registry.json")
-        for entry in reg["agents"]:
-            entry["resume"] = entry["id"] == "copilot"
-        s.write_json("ai/agents/registry.json", reg)
-        plan_for(s, "copilot")
-        done = s.cli("run", "demo", env=env, timeout=300)
-        assert done.returncode == 0, done.stderr
-        assert api.remaining() == []
-        seen = [orjson.dumps(r["body"]).decode() for r in api.main_requests()]
-    assert "return a + b + 0" in (s.root / "src" / "calc.py").read_text()
-    assert "subagent_retried" in s.names()
-    calls = [e["details"]["call_id"] for e in s.events() if e["event"] == "subagent_invoked"]
-    metas = [s.read_json(f"ai/exchanges/demo/{c}/meta.json") for c in calls]
-    first = orjson.loads((s.root / "ai/exchanges/demo" / calls[0] / "stdout.ndjson").read_bytes())
-    session = first["result"]["metrics"]["session_id"]
+    _, api, metas, answers = real_clis.retried(
+        partial(copilot_env, home), tmp_path, "copilot", extra="copilot"
+    )
+    seen = [orjson.dumps(r["body"]).decode() for r in api.main_requests()]
+    session = answers[0]["result"]["metrics"]["session_id"]
     assert metas[1]["session"]["resumed"] == session
     assert metas[1]["cli_argv"][-2:] == ["--resume", session]
-    assert any(marker in body for body in seen[-2:]), seen[-2:]
+    assert any(MARKER in body for body in seen[-2:]), seen[-2:]

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -114,16 +115,17 @@ def assert_audited_and_replayed(s: Sample, env: dict[str, str], where: Path) -> 
     assert replay.returncode == 0, replay.stdout + replay.stderr
 
 
-def new_repository(where: Path, env: dict[str, str]) -> Sample:
-    """The demo's sample project as a new user sets it up: `harness init --gemini` (its
-    registry as written), a write token, a plan whose one subtask is up to the CLI."""
+def new_repository(where: Path, env: dict[str, str], extra: str = "gemini") -> Sample:
+    """The demo's sample project as a new user sets it up: `harness init --gemini` (or
+    the `extra` shim beside claude and codex; its registry as written), a write token, a
+    plan whose one subtask is up to the CLI."""
     root = where / "repo"
     root.mkdir()
     demo.build(root)
     s = Sample(root, where / "unused.json")
     (root / "ai" / "agents" / "registry.json").unlink()
     shutil.rmtree(root / "agents")
-    done = s.cli("init", "--gemini", env=env)
+    done = s.cli("init", f"--{extra}", env=env)
     assert done.returncode == 0, done.stderr
     assert "not on PATH" not in done.stderr, done.stderr
     s.git("add", "-A")
@@ -272,35 +274,38 @@ def test_each_cli_is_offered_only_the_tools_its_role_needs(user_home: Path, tmp_
     assert claude == {"Read", "Grep", "Glob", "Edit", "Write", "StructuredOutput"}
 
 
-@pytest.mark.parametrize("resume", [True, False], ids=["resume", "afresh"])
-@pytest.mark.parametrize("cli", NAMES)
-def test_a_retry_after_a_failed_test_resumes_the_clis_own_session(
-    cli: str, resume: bool, user_home: Path, tmp_path: Path
-) -> None:
-    """`"resume": true`: the first change fails the tests; the retry continues the CLI's
-    conversation (the model sees its first answer again) instead of starting over, and
-    the exchanges hash the session stores harness kept. Its twin, without: afresh."""
-    marker = "FIRST-ATTEMPT-MARKER"
-    first = ANSWER | {"notes": [marker]}
+MARKER = "FIRST-ATTEMPT-MARKER"  # in the first attempt's answer, for its retry to see again
+
+
+def retried(
+    env: Callable[[str], dict[str, str]],
+    where: Path,
+    cli: str,
+    resume: bool = True,
+    extra: str = "gemini",
+) -> tuple[Sample, ModelAPI, list[dict[str, Any]], list[dict[str, Any]]]:
+    """A run of one subtask for `cli` whose first change fails the tests and whose retry
+    makes the right one, its registry entry resuming the CLI's session or not (`env` gives
+    the environment for the model API's URL; `extra` as for new_repository): the
+    repository, the model API as it was asked, and each call's meta.json and recorded
+    answer."""
     script: list[Step] = [
         edit("src/calc.py", "    return a + b", "    return a - b"),
-        answer(first),
+        answer(ANSWER | {"notes": [MARKER]}),
         # The retry's copy is the base again: the failed change was never committed.
         edit(*EDIT),
         answer(ANSWER),
     ]
     with ModelAPI(script) as api:
-        env = user_env(user_home, api.url)
-        s = new_repository(tmp_path, env)
+        s = new_repository(where, env(api.url), extra)
         reg = s.read_json("ai/agents/registry.json")
         for entry in reg["agents"]:
             entry["resume"] = resume and entry["id"] == cli
         s.write_json("ai/agents/registry.json", reg)
         plan_for(s, cli)
-        done = s.cli("run", "demo", env=env, timeout=300)
+        done = s.cli("run", "demo", env=env(api.url), timeout=300)
         assert done.returncode == 0, done.stderr
         assert api.remaining() == []
-        seen = [orjson.dumps(r["body"]).decode() for r in api.requests if r["body"]]
     assert "return a + b + 0" in (s.root / "src" / "calc.py").read_text()
     assert "test_failed" in s.names() and "subagent_retried" in s.names()
     calls = [e["details"]["call_id"] for e in s.events() if e["event"] == "subagent_invoked"]
@@ -309,17 +314,30 @@ def test_a_retry_after_a_failed_test_resumes_the_clis_own_session(
         orjson.loads((s.root / "ai/exchanges/demo" / c / "stdout.ndjson").read_bytes())
         for c in calls
     ]
+    return s, api, metas, answers
+
+
+@pytest.mark.parametrize("resume", [True, False], ids=["resume", "afresh"])
+@pytest.mark.parametrize("cli", NAMES)
+def test_a_retry_after_a_failed_test_resumes_the_clis_own_session(
+    cli: str, resume: bool, user_home: Path, tmp_path: Path
+) -> None:
+    """`"resume": true`: the first change fails the tests; the retry continues the CLI's
+    conversation (the model sees its first answer again) instead of starting over, and
+    the exchanges hash the session stores harness kept. Its twin, without: afresh."""
+    s, api, metas, answers = retried(partial(user_env, user_home), tmp_path, cli, resume)
+    seen = [orjson.dumps(r["body"]).decode() for r in api.requests if r["body"]]
     if not resume:
         assert not any("session" in m for m in metas)
-        assert not any(marker in body for body in seen[-2:])  # a new conversation
+        assert not any(MARKER in body for body in seen[-2:])  # a new conversation
         return
     session = answers[0]["result"]["metrics"]["session_id"]
     assert "resumed" not in metas[0]["session"] and metas[1]["session"]["resumed"] == session
     assert len(metas[0]["session"]["sha256"]) == 64
     # The retry's requests carry the first attempt's answer: the same conversation, going on.
-    assert any(marker in body for body in seen[-2:]), seen[-2:]
+    assert any(MARKER in body for body in seen[-2:]), seen[-2:]
     # Nothing of the stores is needed to audit or replay: the answers are recorded.
-    assert_audited_and_replayed(s, env, tmp_path)
+    assert_audited_and_replayed(s, user_env(user_home, api.url), tmp_path)
 
 
 def test_a_new_user_runs_one_plan_with_a_writing_subtask_per_cli(

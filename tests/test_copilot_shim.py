@@ -281,25 +281,10 @@ def test_a_real_copilot_edit_is_gated_checked_committed_audited_and_replayed(
         assert api.remaining() == [] and api.problems == []
         assert api.tools_offered() == ["create", "edit", "glob", "grep", "view"]
         mains = api.main_requests()
-    assert "return a + b + 0" in (s.root / "src" / "calc.py").read_text()
+    meta, result = real_clis.landed_once(s)
     assert all(r["headers"]["authorization"] == f"Bearer {KEY}" for r in mains)
-    applied = [e for e in s.events() if e["event"] == "subagent_diffs_applied"]
-    assert len(applied) == 1
-    commit = applied[0]["details"]["commit"]
-    assert s.git("show", "--name-only", "--format=", commit).split() == ["src/calc.py"]
-    call_id = applied[0]["details"]["call_id"]
-    meta = s.read_json(f"ai/exchanges/demo/{call_id}/meta.json")
     assert meta["cli_argv"][:3] == ["copilot", "--output-format", "json"]
-    out = (s.root / "ai" / "exchanges" / "demo" / call_id / "stdout.ndjson").read_text()
-    assert KEY not in out
-    result = orjson.loads(out.splitlines()[-1])["result"]
     assert result["metrics"]["tokens"] == 2 * 1100
-    # Offline, through harness's proxy for the call, to the model API only: nothing of
-    # GitHub's was tried.
-    assert s.read_json(f"ai/exchanges/demo/{call_id}/egress.json") == {
-        "network": "proxy",
-        "refused": [],
-    }
     assert_audited_and_replayed(s, env, tmp_path)
 
 
@@ -308,17 +293,7 @@ def test_a_real_copilot_edit_is_gated_checked_committed_audited_and_replayed(
 def test_a_real_copilot_that_makes_no_edit_leaves_the_subtask_not_done(
     home: Path, tmp_path: Path
 ) -> None:
-    with ModelAPI([answer(ANSWER), answer(ANSWER)]) as api:
-        env = copilot_env(home, api.url)
-        s = new_repository(tmp_path, env)
-        plan_for(s, "copilot")
-        before = s.head()
-        done = s.cli("run", "demo", env=env, timeout=300)
-    assert done.returncode == 1, done.stderr
-    assert s.git("diff", before, "HEAD", "--", "src") == ""
-    failed = [e for e in s.events() if e["event"] == "subagent_failed"]
-    assert [e["details"]["kind"] for e in failed] == ["retryable", "retryable"]
-    assert "step_completed" not in s.names()
+    real_clis.made_no_edit(partial(copilot_env, home), tmp_path, "copilot", "copilot")
 
 
 @pytest.mark.e2e

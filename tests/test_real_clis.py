@@ -169,23 +169,30 @@ def test_a_real_cli_edit_is_gated_checked_committed_audited_and_replayed(
         done = s.cli("run", "demo", env=env, timeout=300)
         assert done.returncode == 0, done.stderr + done.stdout
         assert api.remaining() == []
+    meta, _ = landed_once(s)
+    assert meta["cli_argv"][0] == cli
+    assert_audited_and_replayed(s, env, tmp_path)
+
+
+def landed_once(s: Sample) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The one landing of a run that added `+ 0` to src/calc.py: that commit changed it
+    alone, the call's key is in no recorded answer, and its network, through harness's
+    proxy to the model API only, was refused nothing. Its meta.json and its answer's result."""
     assert "return a + b + 0" in (s.root / "src" / "calc.py").read_text()
-    events = s.events()
-    applied = [e for e in events if e["event"] == "subagent_diffs_applied"]
+    applied = [e for e in s.events() if e["event"] == "subagent_diffs_applied"]
     assert len(applied) == 1
     commit = applied[0]["details"]["commit"]
     assert s.git("show", "--name-only", "--format=", commit).split() == ["src/calc.py"]
     call_id = applied[0]["details"]["call_id"]
-    meta = s.read_json(f"ai/exchanges/demo/{call_id}/meta.json")
     # What the CLI was told is recorded, its key never.
-    assert meta["cli_argv"][0] == cli
-    assert KEY not in (s.root / "ai" / "exchanges" / "demo" / call_id / "stdout.ndjson").read_text()
-    # Through harness's proxy for the call, to the model API only: nothing else was tried.
+    out = (s.root / "ai" / "exchanges" / "demo" / call_id / "stdout.ndjson").read_text()
+    assert KEY not in out
     assert s.read_json(f"ai/exchanges/demo/{call_id}/egress.json") == {
         "network": "proxy",
         "refused": [],
     }
-    assert_audited_and_replayed(s, env, tmp_path)
+    meta = s.read_json(f"ai/exchanges/demo/{call_id}/meta.json")
+    return meta, orjson.loads(out.splitlines()[-1])["result"]
 
 
 @pytest.mark.parametrize("cli", NAMES)
@@ -194,18 +201,26 @@ def test_a_real_cli_that_makes_no_edit_leaves_the_subtask_not_done(
 ) -> None:
     """The twin: the same subtask, but the model never edits (twice, for the retry): the
     CLI answers success, and harness fails the step rather than mark it done."""
+    failed = made_no_edit(partial(user_env, user_home), tmp_path, cli)
+    assert all("lost edit" in e["error"] for e in failed)
+
+
+def made_no_edit(
+    env: Callable[[str], dict[str, str]], where: Path, cli: str, extra: str = "gemini"
+) -> list[dict[str, Any]]:
+    """A run whose model answers without editing, twice (the retry): the step fails, the
+    source is as it was, both calls retryable. The two failures (arguments as for retried)."""
     with ModelAPI([answer(ANSWER), answer(ANSWER)]) as api:
-        env = user_env(user_home, api.url)
-        s = new_repository(tmp_path, env)
+        s = new_repository(where, env(api.url), extra)
         plan_for(s, cli)
         before = s.head()
-        done = s.cli("run", "demo", env=env, timeout=300)
+        done = s.cli("run", "demo", env=env(api.url), timeout=300)
     assert done.returncode == 1, done.stderr
     assert s.git("diff", before, "HEAD", "--", "src") == ""  # only the record moved
     failed = [e for e in s.events() if e["event"] == "subagent_failed"]
     assert [e["details"]["kind"] for e in failed] == ["retryable", "retryable"]
-    assert all("lost edit" in e["error"] for e in failed)
     assert "step_completed" not in s.names()
+    return failed
 
 
 # What the model API does, each time it is asked, and how harness must class the call:

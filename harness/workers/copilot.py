@@ -110,10 +110,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
         events = codex_events.parse_events(ran.stdout)
         check(ran, events)
         check_tools(events, launch, str(box.root), env.writable)
-        found = shim.json_in(final_text(events))
-        if found is None:
-            raise shim.ShimError("copilot's last reply holds no JSON object")
-        answer = shim.structured(found)
+        answer = shim.answer_in(final_text(events), "copilot's last reply")
         answer["metrics"] = metrics.measured(
             answer.get("metrics"), event_metrics(events, read_usage(usage))
         )

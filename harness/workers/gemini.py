@@ -222,10 +222,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     text = doc.get("response")
     if not isinstance(text, str):
         raise shim.ShimError("gemini gave no response text")
-    found = shim.json_in(text)
-    if found is None:
-        raise shim.ShimError("gemini's response holds no JSON object")
-    answer = shim.structured(found)
+    answer = shim.answer_in(text, "gemini's response")
     answer["metrics"] = metrics.measured(answer.get("metrics"), _metrics(doc))
     answer["prompt"] = prompt
     return answer

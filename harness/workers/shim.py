@@ -371,6 +371,15 @@ def _stopped(signum: int, frame: object) -> None:
     raise ShimError("stopped by harness (SIGTERM at the soft timeout)", "retryable")
 
 
+def answer_in(text: str, where: str) -> dict[str, Any]:
+    """The answer fields of the JSON object in `text` (json_in), which `where` names in the
+    error when there is none ("gemini's response")."""
+    found = json_in(text)
+    if found is None:
+        raise ShimError(f"{where} holds no JSON object")
+    return structured(found)
+
+
 def json_in(text: str) -> dict[str, Any] | None:
     """The last ```json block that is an object, else the whole text as one object."""
     # The last block is the final answer when the model shows examples or thinks aloud first.

@@ -195,3 +195,11 @@ def test_a_call_over_its_max_tokens_is_refused() -> None:
     with pytest.raises(shim.ShimError, match="used 1001 tokens, over its max_tokens 1000"):
         shim.over_budget(env, {"metrics": {"tokens": 1001}})
     shim.over_budget(shim.Envelope({}, {"payload": {"budgets": {}}}), {"metrics": {"tokens": 9}})
+
+
+def test_answer_in_takes_the_answer_fields_of_the_last_json_block() -> None:
+    text = 'thinking\n```json\n{"notes": ["a"], "stray": 1}\n```\n'
+    assert shim.answer_in(text, "x's reply") == {"notes": ["a"]}
+    # Its twin: no JSON object anywhere is the CLI's failure, named in one line.
+    with pytest.raises(shim.ShimError, match=r"^x's reply holds no JSON object$"):
+        shim.answer_in("done, no json", "x's reply")

@@ -15,12 +15,13 @@ from typing import Any, Protocol
 from harness.base import files
 from harness.base.errors import Halted
 from harness.checks.acceptance import Judge
+from harness.checks.deferred import Keeper, Sink
 from harness.checks.verify import Check, Runner, flipped_tests, license_problems
 from harness.gate.diffgate import Change
-from harness.record.ledger import Ledger
-from harness.record.progress import Log
-from harness.record.protocol import Attempt
 from harness.spec.config import Verify
+
+# The successes a rerun of an attempt's checks after a kill does not log again (Checks.once).
+ONCE = frozenset({"build_succeeded", "test_passed", "phase_completed"})
 
 
 class Steps(Protocol):
@@ -36,18 +37,18 @@ class Steps(Protocol):
 class Checks:
     def __init__(
         self,
-        log: Log,
+        log: Sink,
         step: str,
-        att: Attempt,
+        logged: list[dict[str, Any]],
         cfg: Verify,
         runner: Runner,
         evidence: Path,
-        ledger: Ledger,
+        ledger: Keeper,
         scratch: Callable[[str], Path],
         source: Callable[[str], str | None],
     ) -> None:
         self.log, self.step, self.cfg = log, step, cfg
-        self.logged = list(att.events)  # what a killed run of this attempt already logged
+        self.logged = logged  # what a killed run of this attempt already logged
         self.runner, self.evidence, self.scratch = runner, evidence, scratch
         self.ledger, self.kept = ledger, 0  # evidence files written since the folder was emptied
         self.source = source  # a changed file's text as it would be committed

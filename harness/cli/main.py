@@ -266,6 +266,18 @@ def _run(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="nobody is at hand (CI): refuse before any call if a person must approve",
     )
+    p.add_argument(
+        "--serial-checks",
+        action="store_true",
+        help="check each change only at its turn, never ahead of it on the trees before it",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where calls and checks run: threads here (default), or the Ray cluster "
+        "RAY_ADDRESS names (pip install 'harness[ray]')",
+    )
 
 
 def _positive(value: str) -> int:

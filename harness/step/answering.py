@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.boundary import egress, sessions, worker
+from harness.boundary import egress, proc, sessions, worker
 from harness.boundary.registry import Agent
 from harness.record import envelope, exchanges
 from harness.record.progress import fault
@@ -26,12 +26,7 @@ def answer(job: Subtask, flight: Flight) -> worker.Outcome:
     exchange = flight.recorded
     if flight.future is not None and flight.staging is not None:
         result = flight.future.result()
-        stdout = (flight.staging / "stdout.ndjson").read_bytes()
-        outcome = lost_edit(
-            job.sub,
-            worker.judge(stdout, result.code, result.timed_out, task.task_id, agent.id, limits),
-            call.prompt["payload"]["write_scope"],
-        )
+        outcome = judged(job, flight, result)
         made = {
             "task_id": task.task_id,
             "subtask": job.sub.id,
@@ -61,7 +56,7 @@ def answer(job: Subtask, flight: Flight) -> worker.Outcome:
     assert exchange is not None, "the exchange was recorded or just committed"
     job.account.answered(call.call_id, exchange)
     meta = exchange.meta
-    judged = lost_edit(
+    found = lost_edit(
         job.sub,
         worker.judge(
             exchange.stdout,
@@ -73,8 +68,32 @@ def answer(job: Subtask, flight: Flight) -> worker.Outcome:
         ),
         call.prompt["payload"]["write_scope"],
     )
-    task.trace.answered(job.sub.id, judged)
-    return judged
+    task.trace.answered(job.sub.id, found)
+    return found
+
+
+def judged(job: Subtask, flight: Flight, result: proc.Result) -> worker.Outcome:
+    """The verdict on a call just made, read from its staging folder (nothing recorded)."""
+    task, agent = job.task, flight.agent
+    assert flight.staging is not None
+    limits = (task.config.max_output_bytes, task.config.max_artifact_bytes)
+    stdout = (flight.staging / "stdout.ndjson").read_bytes()
+    return lost_edit(
+        job.sub,
+        worker.judge(stdout, result.code, result.timed_out, task.task_id, agent.id, limits),
+        flight.call.prompt["payload"]["write_scope"],
+    )
+
+
+def peek(job: Subtask, flight: Flight) -> worker.Outcome | None:
+    """The verdict on a call that has ended and is not taken yet, or None while it runs
+    (or failed to run, or its answer is taken from the record)."""
+    future = flight.future
+    if future is None or flight.staging is None or not future.done():
+        return None
+    if future.exception() is not None:
+        return None
+    return judged(job, flight, future.result())
 
 
 def lost_edit(sub: plan_mod.Subtask, outcome: worker.Outcome, write_scope: str) -> worker.Outcome:

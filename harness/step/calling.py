@@ -5,24 +5,20 @@ in a pool thread (or taken from the exchange that holds its answer already).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Executor
-from functools import partial
-from pathlib import Path
 from typing import Any
 
 from harness.base.errors import InvalidInput
-from harness.boundary import proc, registry, sessions
+from harness.boundary import registry, sessions
 from harness.boundary.registry import Agent
 from harness.record import envelope, exchanges, protocol
-from harness.repository import repo
 from harness.spec import plan as plan_mod
-from harness.step import preflight
+from harness.step import executors, preflight
 from harness.step.subtask import Event, Flight, Subtask, slot_folder, token_of
-from harness.step.task import Worker
 
 
-def launch(job: Subtask, att: protocol.Attempt, pool: Executor, slot: int) -> Flight | None:
+def launch(
+    job: Subtask, att: protocol.Attempt, executor: executors.Executor, slot: int
+) -> Flight | None:
     """Make the attempt's call (logged before it starts), or take it up again after a
     kill; None when it failed before any call."""
     task, sub = job.task, job.sub
@@ -57,15 +53,15 @@ def launch(job: Subtask, att: protocol.Attempt, pool: Executor, slot: int) -> Fl
     told = (lambda: task.live.returned(sub.id)) if job.several else None
     told = task.trace.returning(sub.id, told)
     flight = Flight(att, agent, call, slot)
-    making = start(job, flight, folder, told)
+    making = start(job, flight, folder)
     if making is not None:
-        flight.future = pool.submit(making)
+        flight.future = executor.call(making)
+        if told is not None:
+            flight.future.add_done_callback(lambda _: told())
     return flight
 
 
-def start(
-    job: Subtask, flight: Flight, folder: str, told: Callable[[], None] | None = None
-) -> Callable[[], proc.Result] | None:
+def start(job: Subtask, flight: Flight, folder: str) -> executors.Call | None:
     """The flight's call, ready to run in the scratch `folder`; None when its exchange
     holds the answer already (flight.recorded)."""
     task, agent, call = job.task, flight.agent, flight.call
@@ -89,16 +85,13 @@ def start(
     retry = envelope.RETRY_CONSTRAINT in call.prompt["payload"]["constraints"]
     task.live.started(job.sub.id, agent.id, call.prompt["payload"]["role"], retry)
     task.trace.called(job.sub.id, agent, call.call_id, retry)
-    return partial(
-        _answer,
-        task.answering,
+    return executors.Call(
         agent,
         task.layout.root,
         base,
         flight.staging,
         timeouts,
         task.scratch(folder),
-        told,
         job.backoff(flight.att),
     )
 
@@ -222,30 +215,6 @@ def blobs(
     if loop is not None and rounds > 1:
         found.append({"name": "harness/loop.txt", "text": _round_text(rounds, loop)})
     return found
-
-
-def _answer(
-    answering: Worker,
-    agent: Agent,
-    root: Path,
-    base: str,
-    staging: Path,
-    timeouts: dict[str, float],
-    scratch: Path,
-    told: Callable[[], None] | None,
-    wait_s: float = 0.0,
-) -> proc.Result:
-    """A call, in a pool thread, with a git of its own (threads may not share one), after
-    `wait_s` (a retry-after); `told` once it ended."""
-    proc.pause(wait_s)
-    git = repo.Repo(root)
-    try:
-        result = answering.call(agent, git, base, staging, timeouts, scratch)
-    finally:
-        git.close()
-    if told is not None:
-        told()
-    return result
 
 
 def _round_text(rounds: int, loop: plan_mod.Loop) -> str:

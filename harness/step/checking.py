@@ -5,15 +5,31 @@ the acceptance it can meet (a review's citations).
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from harness.checks import acceptance, verify
-from harness.checks.suite import Checks
+from harness.checks import acceptance
+from harness.checks.sequence import Work, run, runner, sequence
+from harness.checks.suite import ONCE
 from harness.gate import diffgate
-from harness.record import envelope, exchanges, protocol
+from harness.record import envelope, protocol
 from harness.step.subtask import Subtask
+
+
+def work(
+    job: Subtask,
+    att: protocol.Attempt,
+    changes: list[diffgate.Change],
+    result: dict[str, Any],
+    head: str,
+    tree: str,
+) -> Work:
+    """The change's checks as data, as the log says the attempt stands now."""
+    loop, rounds = job.sub.loop, job.task.model.rounds(job.sub.id)
+    # Criteria a round leaves unmet are the next round's to meet, until the last.
+    lenient = loop is not None and loop.until == "acceptance" and rounds < loop.rounds
+    logged = tuple(e for e in att.events if e["event"] in ONCE)
+    return Work(job.sub, logged, job.task.config, tuple(changes), result, head, tree, lenient)
 
 
 def check(
@@ -25,71 +41,26 @@ def check(
     head: str,
     tree: str,
 ) -> bool:
-    """Every check of the change, each on a scratch copy of `tree`: True when all pass."""
-    task, sub, git = job.task, job.sub, job.task.git
-    cfg = task.config.verify
-    # Uncontained, a command has the host's network whatever isolate_network says.
-    network = "none" if cfg.isolate_network and task.config.contained else "host"
-    runner = verify.Runner(
-        task.scratch("runs"), task.config.verify_timeout_s, task.contain.box, network
-    )
-    evidence = task.layout.exchange(task.task_id, call.call_id) / exchanges.VERIFY
-    recorded = task.recording.checks(sub.id) if task.recording is not None else None
-    checks = recorded or Checks(
-        job.log,
-        sub.id,
-        att,
-        cfg,
-        runner,
-        evidence,
-        task.ledger,
-        task.scratch,
-        lambda p: git.show(tree, p),
-    )
-    with ExitStack() as stack:
-        wt = task.scratch("verify")
-        if runs_commands(job):
-            stack.enter_context(git.scratch(tree, wt, git_dir=True))
-        built = checks.build(wt, changes)  # nothing configured: no line says "build ok"
-        if not (job.phase("build", built) if cfg.builds else built):
-            return False
-        if cfg.test and not job.phase("test", checks.test(wt, cfg.test)):
-            return False
-        base: list[Path] = []
-
-        def base_copy() -> Path:
-            if not base:
-                base.append(stack.enter_context(git.scratch(head, task.scratch("base"), True)))
-            return base[0]
-
-        judge = acceptance.Judge(
-            sub,
-            result,
-            changes,
-            git=git,
-            head=head,
-            tree=tree,
-            worktree=wt,
-            runner=runner,
-            verify=cfg,
-            cache=task.layout.state / "coverage",
-            base=base_copy,
-        )
-        loop, rounds = sub.loop, task.model.rounds(sub.id)
-        # Criteria a round leaves unmet are the next round's to meet, until the last.
-        lenient = loop is not None and loop.until == "acceptance" and rounds < loop.rounds
-        if not job.phase("acceptance", checks.accept(judge, lenient)):
-            return False
-    return True
+    """Every check of the change, each on a scratch copy of `tree`: True when all pass.
+    They run now, or ran ahead of their turn (job.ahead); either way what they say is
+    logged here, at the change's turn."""
+    task = job.task
+    todo = work(job, att, changes, result, head, tree)
+    recorded = task.recording.checks(job.sub.id) if task.recording is not None else None
+    if recorded is not None:
+        ran = runner(todo.config, task.scratch("runs"), task.contain.box)
+        return sequence(todo, task.git, recorded, job.phase, ran, task.scratch, _cache(job))
+    if job.ahead is not None:
+        verdict = job.ahead.checked(todo)
+    else:
+        verdict = run(todo, task.git, task.contain.box, task.scratch("checks"), _cache(job))
+    evidence = task.layout.exchange(task.task_id, call.call_id)
+    verdict.said.give(task.log, task.ledger, evidence, job.phase)
+    return verdict.passed
 
 
-def runs_commands(job: Subtask) -> bool:
-    """Whether any check of this subtask runs a command, and so needs a scratch copy."""
-    cfg, sub = job.task.config.verify, job.sub
-    names = ("format", "lint", "license", "build", "test", "docs", "api_extract")
-    return (
-        any(getattr(cfg, n) for n in names) or bool(sub.acceptance) or (sub.role == "test-author")
-    )
+def _cache(job: Subtask) -> Path:
+    return job.task.layout.state / "coverage"
 
 
 def review(job: Subtask, call: envelope.Call, result: dict[str, Any]) -> bool:

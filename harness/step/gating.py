@@ -18,7 +18,7 @@ def gate(job: Subtask, call: envelope.Call, result: dict[str, Any]) -> list[diff
         job.phase("gate", False)
         return None
     try:
-        changes = diffgate.check(result["diffs"], rules(job, token))
+        changes = diffgate.check(result["diffs"], rules(job, token, job.task.git.head()))
     except diffgate.DiffRefused as refused:
         job.phase("gate", False)
         job.fail(str(refused), "gate")
@@ -42,9 +42,26 @@ def token_for_apply(job: Subtask, call: envelope.Call) -> tokens.Token | None:
     return found
 
 
-def rules(job: Subtask, token: tokens.Token) -> diffgate.Rules:
+def ahead(
+    job: Subtask, call: envelope.Call, result: dict[str, Any], head: str
+) -> list[diffgate.Change] | None:
+    """The changes the gate would let through were `head` the branch's head, or None if it
+    would refuse them; nothing logged. For checks run ahead: the gate itself runs again,
+    with the token checked, when the change lands."""
+    token_id = token_of(call)
+    token = next((t for t in job.task.token_store() if t.id == token_id), None)
+    if token is None:
+        return None
+    try:
+        return diffgate.check(result["diffs"], rules(job, token, head))
+    except diffgate.DiffRefused:
+        return None
+
+
+def rules(job: Subtask, token: tokens.Token, head: str) -> diffgate.Rules:
+    """The subtask's rules for a change to `head` made with `token`."""
     cfg, sub = job.task.config, job.sub
-    tree, special = job.task.git.files(job.task.git.head())
+    tree, special = job.task.git.files(head)
     return diffgate.Rules(
         write_scope=sub.write_scope,
         token_paths=token.paths,

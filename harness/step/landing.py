@@ -21,20 +21,26 @@ from harness.step.task import Task
 def apply_patches(job: Subtask, head: str, changes: list[diffgate.Change]) -> str | None:
     """The tree of `head` with every patch applied (`git apply --check` first, no fuzz),
     or None when git refuses one, in `diffgate.apply_order`."""
-    task = job.task
-    patches = task.scratch("patches")
-    files.wipe(patches)
-    patches.mkdir(parents=True)
-    ordered = diffgate.apply_order(changes)
-    written = []
-    for i, change in enumerate(ordered):
-        patch = patches / f"{i:03d}.patch"
-        patch.write_text(change.patch, "utf-8")
-        written.append((change.path, patch))
-    tree, problem = task.git.apply_tree(head, written, task.scratch("apply.index"))
+    tree, problem = applied(job.task, head, changes)
     if not job.phase("apply", tree is not None):
         job.fail(problem, "apply")
     return tree
+
+
+def applied(
+    task: Task, head: str, changes: list[diffgate.Change], name: str = "patches"
+) -> tuple[str | None, str]:
+    """The tree of `head` (a commit or tree) with the changes applied, or None and why git
+    refused one; nothing logged. `name` names the scratch it uses."""
+    patches = task.scratch(name)
+    files.wipe(patches)
+    patches.mkdir(parents=True)
+    written = []
+    for i, change in enumerate(diffgate.apply_order(changes)):
+        patch = patches / f"{i:03d}.patch"
+        patch.write_text(change.patch, "utf-8")
+        written.append((change.path, patch))
+    return task.git.apply_tree(head, written, task.scratch(f"{name}.index"))
 
 
 def commit(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 from harness.base import scope
@@ -18,7 +17,7 @@ from harness.base.errors import Halted, InvalidInput
 from harness.boundary import proc
 from harness.record import protocol
 from harness.spec import plan as plan_mod
-from harness.step import budgets, nesting, phases, preflight, units
+from harness.step import ahead, budgets, executors, nesting, phases, preflight, units
 from harness.step.landing import update_files
 from harness.step.subtask import Flight, Subtask
 from harness.step.task import Task
@@ -55,15 +54,15 @@ def steps(
     if task.model.started is None:
         task.log.append("task_started", "ok", details={"subtasks": len(task.plan.subtasks)})
     task.sync_checklist()
-    pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="harness-call")
+    executor = executors.make(task, slots, task.executor)
     try:
-        yield from Run(task, slots, pool, up).go(once)
+        yield from Run(task, slots, executor, up).go(once)
     finally:
-        # Leaving early (a halt, an error, Ctrl-C), no call in flight, being taken or about
-        # to start outlives the run; its invocation stays open in the log, so the next run
-        # makes it again under the same call_id.
+        # Leaving early (a halt, an error, Ctrl-C), no call or check in flight, being taken
+        # or about to start outlives the run; a call's invocation stays open in the log, so
+        # the next run makes it again under the same call_id.
         proc.stop_all()
-        pool.shutdown(wait=True)
+        executor.close()
         proc.allow_all()
 
 
@@ -78,16 +77,17 @@ class Run:
     Each call's base is fixed by the plan: with one slot, everything committed before it
     (the head at its launch); with more, the head its latest dependency left, in plan
     order, or the head the run began on. Each change is gated, verified and committed on
-    the branch as it is taken, so it lands on, and is checked against, what precedes it."""
+    the branch as it is taken, so it lands on, and is checked against, what precedes it;
+    with more slots, its checks may have run ahead, on exactly that tree (ahead.py)."""
 
     def __init__(
         self,
         task: Task,
         slots: int,
-        pool: ThreadPoolExecutor,
+        executor: executors.Executor,
         up: tuple[budgets.Account, plan_mod.Subtask] | None = None,
     ) -> None:
-        self.task, self.slots, self.pool = task, slots, pool
+        self.task, self.slots, self.executor = task, slots, executor
         self.order = plan_mod.order(task.plan)
         self.position = {s.id: i for i, s in enumerate(self.order)}
         self.start = task.git.head()
@@ -111,6 +111,9 @@ class Run:
             up=up,
         )
         self.exhausted: budgets.Exhausted | None = None  # the budget that stopped launches
+        # A replay takes its checks' results from the record, or runs them at their turn.
+        checks_ahead = slots > 1 and task.ahead and recording is None
+        self.ahead = ahead.Ahead(task, executor, slots, self.in_flight) if checks_ahead else None
 
     def go(self, once: bool) -> Iterator[Finished | None]:
         model = self.task.model
@@ -160,8 +163,15 @@ class Run:
         landing = [s for s in self.order if _landing(model, s.id)]
         for sub in landing + [s for s in self.order if model.attempt(s.id).open]:
             if sub.id not in self.flying:
-                self.begin(Subtask(self.task, sub, None, self.account, self.slots > 1))
+                self.begin(self.job(sub, None))
         self.first = [s.id for s in landing if s.id in self.flying]
+
+    def job(self, sub: plan_mod.Subtask, base: str | None) -> Subtask:
+        return Subtask(self.task, sub, base, self.account, self.slots > 1, self.ahead)
+
+    def in_flight(self) -> list[tuple[Subtask, Flight]]:
+        """The calls in flight in the order their answers will be taken."""
+        return sorted(self.flying.values(), key=lambda f: self.position[f[0].sub.id])
 
     def waiting(self, sub: plan_mod.Subtask) -> bool:
         model = self.task.model
@@ -197,7 +207,7 @@ class Run:
             sub = self.next_new()
             if sub is None or sub.plan is not None:  # a nested plan waits to run alone
                 return
-            self.begin(Subtask(task, sub, self.base(sub), self.account, self.slots > 1))
+            self.begin(self.job(sub, self.base(sub)))
 
     def next_new(self) -> plan_mod.Subtask | None:
         """The first subtask in plan order that may start, unless the task halts."""
@@ -246,7 +256,7 @@ class Run:
         # More than the slots only while calls a killed run left open are taken up again.
         slot = self.free.pop(0) if self.free else len(self.flying)
         try:
-            flight = phases.next_flight(job, self.pool, slot)
+            flight = phases.next_flight(job, self.executor, slot)
         except budgets.OverBudget as over:
             self.free.append(slot)
             self.exhausted = self.exhausted or over.exhausted

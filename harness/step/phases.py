@@ -14,20 +14,28 @@ scheduler (orchestrator.py) calls next_flight, take and settle.
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from typing import Any
 
 from harness.boundary import worker
 from harness.gate import diffgate
 from harness.record import envelope, protocol
-from harness.step import answering, calling, checking, gating, landing, rounds, supervising
+from harness.step import (
+    answering,
+    calling,
+    checking,
+    executors,
+    gating,
+    landing,
+    rounds,
+    supervising,
+)
 from harness.step.subtask import Event, Flight, Subtask
 
 # What follows a failed attempt (after_failure).
 PAUSED, RETRY, FALLBACK, FAIL = "paused", "retry", "fallback", "fail"
 
 
-def next_flight(job: Subtask, pool: Executor, slot: int) -> Flight | None:
+def next_flight(job: Subtask, executor: executors.Executor, slot: int) -> Flight | None:
     """The subtask's next call, launched; None once it has ended this epoch (its
     step_failed, or step_skipped, logged)."""
     while True:
@@ -59,7 +67,7 @@ def next_flight(job: Subtask, pool: Executor, slot: int) -> Flight | None:
                 continue
             job.fail(str(failed.get("error", failed["event"])), failed["event"])
             continue
-        flight = calling.launch(job, att, pool, slot)
+        flight = calling.launch(job, att, executor, slot)
         if flight is not None:
             return flight
 

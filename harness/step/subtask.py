@@ -8,10 +8,11 @@ from __future__ import annotations
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness.boundary import proc
 from harness.boundary.registry import Agent
+from harness.checks.sequence import Verdict, Work
 from harness.record import envelope, exchanges, protocol
 from harness.spec import plan as plan_mod
 from harness.step import budgets
@@ -37,6 +38,13 @@ class Flight:
     staging: Path | None = None
 
 
+class Ahead(Protocol):
+    """Checks run ahead of their turn (ahead.py): a change's verdict, taken from a run
+    already made on exactly its trees, or run now."""
+
+    def checked(self, work: Work) -> Verdict: ...
+
+
 class Subtask:
     """One subtask's step as its phases share it, and the attempt's history as its log says."""
 
@@ -47,6 +55,7 @@ class Subtask:
         base: str | None,
         account: budgets.Account,
         several: bool = False,
+        ahead: Ahead | None = None,
     ) -> None:
         self.task = task
         self.sub = sub
@@ -54,6 +63,7 @@ class Subtask:
         self.base = base  # fixed by the run (Run.base); None: the head at launch
         self.account = account  # asked before each new call
         self.several = several  # other calls may be in flight beside this one
+        self.ahead = ahead  # where its checks run, when the run checks ahead
 
     def agent_id(self) -> str | None:
         """The agent this subtask calls now: the plan's, or its fallback after a failure."""

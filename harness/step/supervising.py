@@ -13,7 +13,7 @@ from harness.gate import diffgate
 from harness.record import envelope, protocol
 from harness.record.progress import Log
 from harness.spec import plan as plan_mod
-from harness.step import answering, calling, supervision
+from harness.step import answering, calling, executors, supervision
 from harness.step.subtask import Flight, Subtask
 from harness.step.task import Task
 
@@ -112,7 +112,7 @@ def ask(
     making = calling.start(job, flight, "supervisor")
     if making is not None:
         flight.future = Future()
-        flight.future.set_result(making())
+        flight.future.set_result(executors.answer(job.task.answering, making))
     outcome = answering.answer(job, flight)
     found = supervision.verdict(outcome.result) if outcome.status == "ok" else None
     if found is None or isinstance(found, str):

@@ -94,6 +94,8 @@ class Task:
     person: bool = True  # someone may approve a change now (`run --no-human`: nobody)
     rules: policy.Policy | None = None  # ai/policy.toml as this command read it
     signer: checkpoint.Signer | None = None  # signs record commits' log heads (live only)
+    executor: str = "local"  # where calls and checks run (executors.py): local, ray
+    ahead: bool = True  # with several slots, check changes ahead of their turn (ahead.py)
 
     @classmethod
     def load(

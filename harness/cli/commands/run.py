@@ -31,6 +31,8 @@ def step(args: argparse.Namespace) -> int:
                 with live.shown(args.quiet, args.json) as (progress, say):
                     task.live = progress
                     task.person = not getattr(args, "no_human", False)
+                    task.ahead = not getattr(args, "serial_checks", False)
+                    task.executor = getattr(args, "executor", "local")
                     slots = task.slots(getattr(args, "max_parallel", 1))
                     for done in orchestrator.steps(task, once=not args.loop, slots=slots):
                         if done is None:

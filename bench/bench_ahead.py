@@ -1,0 +1,126 @@
+"""Benchmark: checks run ahead, as a merge queue runs them, against checks one at a time.
+
+Eight independent subtasks (each creates a file of its own) whose [verify] test takes
+`--check` seconds a run, run twice per landing, with `--max-parallel 4`. The worker answers
+at once, so the wall time is the checks': all check work divided by the slots is the ideal
+(8 landings x 2 runs x 2 s / 4 = 8 s). The same plan is run in the same run with
+`--serial-checks` (each landing checked only at its turn: ~8 x 4 s = 32 s). Each run is a
+fresh `harness run` process, so its start-up and each call's sandboxed worker count too.
+Both runs' commits are compared: the same trees must land either way.
+
+Target: wall / ideal <= 1.3x.
+
+Usage: python bench/bench_ahead.py [--subtasks 8] [--check 2] [--slots 4] [--rounds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_parallel import CLOCK, patch
+from bench_run import open_token, use_script
+
+from harness.base import files
+from harness.importers import demo
+from harness.repository.layout import Layout
+
+TARGET = 1.3
+
+
+def prepare(root: Path, n: int, check_s: float) -> None:
+    """The demo sample whose only check is a test taking `check_s`, and a plan of n
+    independent subtasks answered at once."""
+    root.mkdir(parents=True)
+    demo.build(root)
+    layout = Layout(root)
+    layout.config.write_text(
+        '[identity]\nname = "bench"\nemail = "bench@example.invalid"\n\n'
+        f'[verify]\ntest = "sleep {check_s:g}"\n'
+    )
+    subtasks = [
+        {
+            "id": f"P{i}",
+            "role": "localized-impl",
+            "goal": f"Add module p{i:03d}",
+            "inputs": [],
+            "acceptance": [],
+            "write_scope": "src/**",
+            "creates": [f"src/p{i:03d}.py"],
+        }
+        for i in range(n)
+    ]
+    files.atomic_write(
+        layout.plan("bench"),
+        files.pretty({"task_id": "bench", "created": CLOCK, "subtasks": subtasks}),
+    )
+    open_token(layout, "src/**")
+    answers = [
+        {"subtask": f"P{i}", "result": {"diffs": [{"file": f"src/p{i:03d}.py", "patch": patch(i)}]}}
+        for i in range(n)
+    ]
+    use_script(layout, answers)
+
+
+def run_harness(root: Path, slots: int, serial: bool) -> tuple[float, str]:
+    """Wall time of one `harness run`, and the trees its subtasks' commits hold."""
+    env = {**os.environ, "HARNESS_CLOCK": CLOCK}
+    cmd = [sys.executable, "-m", "harness.cli", "run", "bench", "--repo", str(root)]
+    cmd += ["--max-parallel", str(slots), *(["--serial-checks"] if serial else [])]
+    start = time.perf_counter()
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if res.returncode != 0:
+        sys.exit(f"harness run failed ({res.returncode}):\n{res.stderr}")
+    trees = subprocess.run(
+        ["git", "-C", str(root), "log", "--format=%T %s", "--grep=^Harness-Subtask:"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return took, trees
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--subtasks", type=int, default=8)
+    parser.add_argument("--check", type=float, default=2.0, help="seconds per test run")
+    parser.add_argument("--slots", type=int, default=4, help="--max-parallel of the run")
+    parser.add_argument("--rounds", type=int, default=1, help="best of")
+    args = parser.parse_args()
+    if min(args.subtasks, args.slots, args.rounds) < 1 or args.check <= 0:
+        parser.error("--subtasks, --slots and --rounds must be >= 1, --check > 0")
+    n, slots = args.subtasks, args.slots
+    work = n * 2 * args.check
+    ideal = work / slots
+    print(
+        f"subtasks: {n}, test run: {args.check:g} s (twice per landing), slots: {slots}, "
+        f"best of {args.rounds}; check work {work:g} s, ideal {ideal:g} s"
+    )
+    walls, trees = {}, {}
+    for serial in (False, True):
+        best = float("inf")
+        for r in range(args.rounds):
+            with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+                root = Path(tmp) / f"r{r}" / "repo"
+                prepare(root, n, args.check)
+                took, trees[serial] = run_harness(root, slots, serial)
+                best = min(best, took)
+        walls[serial] = best
+    ahead, serial = walls[False], walls[True]
+    ratio = ahead / ideal
+    print(f"checks ahead:   {ahead:.2f} s, wall/ideal {ratio:.3f}x")
+    print(f"--serial-checks: {serial:.2f} s, wall/ideal {serial / ideal:.3f}x")
+    print(f"ahead / serial: {ahead / serial:.3f}x")
+    print(f"same trees landed: {trees[False] == trees[True]}")
+    print(f"target <= {TARGET}x the ideal: {'met' if ratio <= TARGET else 'MISSED'}")
+    return 0 if trees[False] == trees[True] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Where a run's worker calls and checks run: the seam between the scheduler, which decides
+what runs and takes every result in plan order, and the machines that run them.
+
+Local, the default, runs them in threads of this process. `--executor ray` runs them as Ray
+tasks on a cluster (rayexec.py, `pip install harness[ray]`). Either way harness stays the
+only writer: an executor hands back bytes and verdicts; the step gates, commits and logs.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from harness.boundary import proc
+from harness.boundary.contain import Containment
+from harness.boundary.registry import Agent
+from harness.checks import sequence
+from harness.repository import repo
+from harness.step.task import Task, Worker
+
+
+@dataclass(frozen=True)
+class Call:
+    """One worker call as data: the agent, the base it sees, the envelope staged in
+    `staging` (its answer is written there), the call's scratch folder and timeouts."""
+
+    agent: Agent
+    root: Path
+    base: str
+    staging: Path
+    timeouts: dict[str, float]
+    scratch: Path
+    wait_s: float = 0.0  # a retry-after to wait first
+
+
+class Executor(Protocol):
+    def call(self, call: Call) -> Future[proc.Result]:
+        """Run the call; its answer is in call.staging once the future is done."""
+
+    def check(self, work: sequence.Work, scratch: Path) -> Future[sequence.Verdict]:
+        """Run a change's checks in `scratch`, harness's own folder for them alone."""
+
+    def close(self) -> None:
+        """Wait for what still runs (the caller stopped its processes first)."""
+
+
+class Local:
+    """Threads of this process: `slots` for calls and twice that for checks, so a landing's
+    checks never wait for a call's thread, nor for runs ahead that turned out stale."""
+
+    def __init__(self, task: Task, slots: int) -> None:
+        self.answering: Worker = task.answering
+        self.contain: Containment = task.contain
+        self.root, self.cache = task.layout.root, task.layout.state / "coverage"
+        self.calls = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="harness-call")
+        self.checks = ThreadPoolExecutor(max_workers=2 * slots, thread_name_prefix="harness-check")
+
+    def call(self, call: Call) -> Future[proc.Result]:
+        return self.calls.submit(answer, self.answering, call)
+
+    def check(self, work: sequence.Work, scratch: Path) -> Future[sequence.Verdict]:
+        return self.checks.submit(checked, self.root, self.contain, work, scratch, self.cache)
+
+    def close(self) -> None:
+        self.calls.shutdown(wait=True)
+        self.checks.shutdown(wait=True)
+
+
+def answer(answering: Worker, call: Call) -> proc.Result:
+    """A call, after its retry-after, with a git of its own (threads may not share one)."""
+    proc.pause(call.wait_s)
+    git = repo.Repo(call.root)
+    try:
+        return answering.call(call.agent, git, call.base, call.staging, call.timeouts, call.scratch)
+    finally:
+        git.close()
+
+
+def checked(
+    root: Path, contain: Containment, work: sequence.Work, scratch: Path, cache: Path
+) -> sequence.Verdict:
+    """A change's checks with a git of their own."""
+    git = repo.Repo(root)
+    try:
+        return sequence.run(work, git, contain.box, scratch, cache)
+    finally:
+        git.close()
+
+
+def make(task: Task, slots: int, name: str = "local") -> Executor:
+    """The executor `name` for a run with `slots`."""
+    if name == "ray":
+        from harness.step import rayexec  # only with harness[ray]: Ray is not a dependency
+
+        return rayexec.Ray(task, slots)
+    return Local(task, slots)

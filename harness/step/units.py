@@ -42,6 +42,7 @@ def run(parent: Task, sub: Subtask, account: budgets.Account, slots: int, steps:
         )
     child = Task.load(parent.layout, sub.plan, parent.log.clock, depth=parent.depth + 1)
     child.worker, child.probed, child.person = parent.worker, parent.probed, parent.person
+    child.executor, child.ahead = parent.executor, parent.ahead
     child.live = Prefixed(parent.live, f"{sub.plan}/")
     child.trace = parent.trace.under(sub.id, sub.plan)
     error = None

@@ -122,12 +122,18 @@ def load(root: Path, worker: Scripted, task_id: str = "demo") -> Task:
 
 
 def run(
-    root: Path, worker: Scripted, task_id: str = "demo", resumes: int = 10, slots: int = 1
+    root: Path,
+    worker: Scripted,
+    task_id: str = "demo",
+    resumes: int = 10,
+    slots: int = 1,
+    ahead: bool = True,
 ) -> list[str]:
     """Step the task in-process to completion, `slots` calls in flight at once, resuming
     each blocker as a person would (`harness resume`), at most `resumes` times; the subtask
-    ids each step did."""
+    ids each step did. `ahead` False: `run --serial-checks`."""
     task = load(root, worker, task_id)
+    task.ahead = ahead
     done: list[str] = []
     try:
         while True:

@@ -40,6 +40,8 @@ class Ahead:
         self.pending = pending  # the calls in flight, in the order they will be taken
         self.runs: list[tuple[Work, Future[Verdict]]] = []
         self.made = 0  # runs started: each gets a scratch folder of its own
+        # (subtask, call, tree it applies to) -> its Work there, or None: gate and apply once.
+        self.works: dict[tuple[str, str, str], Work | None] = {}
         files.wipe(task.scratch("ahead"))  # what a killed run left
 
     def checked(self, work: Work) -> Verdict:
@@ -63,6 +65,7 @@ class Ahead:
             if w.sub.id == work.sub.id:
                 f.cancel()  # not started yet: never will
         self.runs = [(w, f) for w, f in self.runs if w.sub.id != work.sub.id]
+        self.works = {k: w for k, w in self.works.items() if k[0] != work.sub.id}
         return future.result()
 
     def start(self, work: Work) -> Future[Verdict]:
@@ -86,16 +89,26 @@ class Ahead:
             result = outcome.result
             if not result.get("diffs"):
                 continue  # its tree is the one ahead's
-            att = self.task.model.attempt(job.sub.id)
-            if att.has("subagent_diffs_applied") or att.awaiting:
-                return  # a killed run's landing, or a person's verdict, comes first
-            changes = gating.ahead(job, flight.call, result, tree)
-            if changes is None:
+            key = (job.sub.id, flight.call.call_id, tree)
+            if key not in self.works:
+                self.works[key] = self.work(job, flight, result, tree)
+            work = self.works[key]
+            if work is None:
                 return
-            made, _ = landing.applied(self.task, tree, changes, "ahead-patches")
-            if made is None:
-                return
-            work = checking.work(job, att, changes, result, tree, made)
             if not any(w == work for w, _ in self.runs):
                 self.start(work)
-            tree = made
+            tree = work.tree
+
+    def work(self, job: Subtask, flight: Flight, result: dict[str, Any], tree: str) -> Work | None:
+        """The checks of the answer `result` were `tree` the head, or None when the answer
+        cannot be checked ahead there."""
+        att = self.task.model.attempt(job.sub.id)
+        if att.has("subagent_diffs_applied") or att.awaiting:
+            return None  # a killed run's landing, or a person's verdict, comes first
+        changes = gating.ahead(job, flight.call, result, tree)
+        if changes is None:
+            return None
+        made, _ = landing.applied(self.task, tree, changes, "ahead-patches")
+        if made is None:
+            return None
+        return checking.work(job, att, changes, result, tree, made)

@@ -78,7 +78,7 @@ class Ahead:
         """Start the checks of the answers in behind `first`, each on the tree the one
         ahead of it makes, while fewer than `slots` runs are under way; stop at the first
         that cannot be told yet (still running, failed, refused, or a loop's round, whose
-        next call lands next)."""
+        next call lands next) or whose checks failed already."""
         tree = first.tree
         for job, flight in self.pending():
             if sum(1 for _, f in self.runs if not f.done()) >= self.slots:
@@ -95,8 +95,9 @@ class Ahead:
             work = self.works[key]
             if work is None:
                 return
-            if not any(w == work for w, _ in self.runs):
-                self.start(work)
+            ran = next((f for w, f in self.runs if w == work), None) or self.start(work)
+            if ran.done() and not (ran.exception() is None and ran.result().passed):
+                return  # it will not land as it is: nothing is built on its tree
             tree = work.tree
 
     def work(self, job: Subtask, flight: Flight, result: dict[str, Any], tree: str) -> Work | None:

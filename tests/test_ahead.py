@@ -1,0 +1,369 @@
+"""Checks ahead of their turn (harness/step/ahead.py) are safe: whatever order calls and
+checks end in, and whatever fails ahead, the same trees land in plan order as with one slot,
+and the log bytes and commits are those of checking one change at a time.
+
+The runs are in-process (tests/scripted.py) on real git repositories with a real [verify]
+test command: it fails when a file of src/ holds MARKER. An executor wrapping the real one
+holds every call's and check's result and hands them back in an order drawn by hypothesis,
+and keeps every check it was given and which of them were used."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.boundary import proc
+from harness.checks import sequence
+from harness.checks.deferred import Deferred
+from harness.checks.sequence import Verdict, Work
+from harness.repository.layout import Layout
+from harness.step import checking, executors
+from harness.step.task import Task
+
+from .builders import FAST, git
+from .conftest import new_file_patch
+from .scripted import Scripted, repository, run
+
+MARKER = "MARKER"  # a file of src/ holding it fails the test command
+CONFIG = (
+    '[identity]\nname = "harness"\nemail = "harness@example.invalid"\n'
+    f'[verify]\ntest = "! grep -rqs {MARKER} src"\n'
+    # Uncontained: these tests are about order, not the sandbox (it has its own tests).
+    '[sandbox]\nmode = "off"\n'
+)
+IDS = ["P1", "P2", "P3", "P4"]
+SLOTS = 3
+
+# What a subtask's first answer does (its second, if asked for, passes): "ok" passes;
+# "check" writes MARKER, so its tests fail (retried at once); "gate" creates a file its plan
+# does not let it create, "apply" edits src/calc.py with context it does not hold: each
+# fails the step, the task halts, and a person resumes it.
+FATES = ("ok", "check", "gate", "apply")
+
+
+def result(*diffs: tuple[str, str]) -> dict[str, Any]:
+    return {"diffs": [{"file": f, "patch": p} for f, p in diffs], "artifacts": [], "notes": []}
+
+
+def answers(fates: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """Each subtask's answers: its fate's first, then a good one if that fails."""
+    script = {}
+    for sid, fate in fates.items():
+        path = f"src/{sid.lower()}.py"
+        good = result((path, new_file_patch(path, [f"NAME = {sid!r}"])))
+        first = {
+            "ok": good,
+            "check": result((path, new_file_patch(path, [f"NAME = {MARKER!r}"]))),
+            "gate": result(("src/elsewhere.py", new_file_patch("src/elsewhere.py", ["X = 1"]))),
+            "apply": result(
+                (
+                    "src/calc.py",
+                    "diff --git a/src/calc.py b/src/calc.py\n--- a/src/calc.py\n"
+                    "+++ b/src/calc.py\n@@ -1,1 +1,2 @@\n not what it holds\n+X = 1\n",
+                )
+            ),
+        }[fate]
+        script[sid] = [first] if fate == "ok" else [first, good]
+    return script
+
+
+def plan() -> list[dict[str, Any]]:
+    """Four subtasks each creating a file of its own; P3 waits for P1."""
+    return [
+        {
+            "id": sid,
+            "role": "localized-impl",
+            "goal": f"Add {sid}",
+            "inputs": ["src/calc.py"],
+            "acceptance": [],
+            "write_scope": "src/**",
+            "creates": [f"src/{sid.lower()}.py"],
+            "depends_on": ["P1"] if sid == "P3" else [],
+        }
+        for sid in IDS
+    ]
+
+
+def prepared(where: Path) -> Path:
+    root = repository(where, plan())
+    Layout(root).config.write_text(CONFIG)
+    return root
+
+
+class Told(Deferred):
+    """What a run of checks said, that says when it is given to the log: the run is used."""
+
+    def __init__(self, said: Deferred, tell: Callable[[], None]) -> None:
+        super().__init__(said.said)
+        self.tell = tell
+
+    def give(self, *args: Any) -> None:
+        self.tell()
+        super().give(*args)
+
+
+@dataclass
+class Held:
+    inner: Future[Any]
+    outer: Future[Any]
+    work: Work | None  # None: a call
+
+
+Pick = Callable[[list[Held]], Held | None]  # the result to hand back now, of those held
+
+
+@dataclass
+class Shuffled:
+    """The real executor, whose results are handed back one at a time in an order `pick`
+    draws among those that are in: each time nothing new came in for a moment, so that
+    several compete. Keeps every check it was given (`given`) in order."""
+
+    real: executors.Executor
+    pick: Pick
+    held: list[Held] = field(default_factory=list)
+    given: list[Held] = field(default_factory=list)
+    # ("start", check) and ("use", check), as they happened
+    timeline: list[tuple[str, Held]] = field(default_factory=list)
+    stopped: bool = False
+
+    def __post_init__(self) -> None:
+        self.cond = threading.Condition()
+        self.thread = threading.Thread(target=self.release, daemon=True)
+        self.thread.start()
+
+    def hold(self, inner: Future[Any], work: Work | None) -> Future[Any]:
+        held = Held(inner, Future(), work)
+        held.outer.add_done_callback(lambda f: f.cancelled() and inner.cancel())
+        with self.cond:
+            self.held.append(held)
+            if work is not None:
+                self.given.append(held)
+                self.timeline.append(("start", held))
+        inner.add_done_callback(lambda _: self.wake())
+        return held.outer
+
+    def wake(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+    def call(self, call: executors.Call) -> Future[proc.Result]:
+        return self.hold(self.real.call(call), None)
+
+    def check(self, work: Work, scratch: Path) -> Future[Verdict]:
+        return self.hold(self.real.check(work, scratch), work)
+
+    def release(self) -> None:
+        while True:
+            with self.cond:
+                if self.stopped:
+                    return
+                # Wait till nothing more comes in for a moment: then choose among all in.
+                if self.cond.wait(0.02):
+                    continue
+                chosen = self.pick(self.held)
+                if chosen is None:
+                    continue
+                self.held.remove(chosen)
+            hand(chosen, self.timeline)
+
+    def close(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+        self.thread.join()
+        self.real.close()
+        for held in self.held:
+            hand(held, self.timeline)
+
+
+def hand(held: Held, timeline: list[tuple[str, Held]]) -> None:
+    """The real result, given through the future the step holds (unless it cancelled it);
+    a check's verdict adds ("use", held) to `timeline` when the step gives what it said."""
+    if held.outer.cancelled():
+        return
+    error = held.inner.exception() if not held.inner.cancelled() else None
+    if error is not None:
+        held.outer.set_exception(error)
+    elif held.inner.cancelled():
+        held.outer.cancel()
+    elif held.work is None:
+        held.outer.set_result(held.inner.result())
+    else:
+        verdict = held.inner.result()
+        told = Told(verdict.said, lambda: timeline.append(("use", held)))
+        held.outer.set_result(Verdict(verdict.passed, told))
+
+
+def random_pick(seed: int) -> Pick:
+    """Any result that is in."""
+    rng = random.Random(seed)
+
+    def pick(held: list[Held]) -> Held | None:
+        ready = [h for h in held if h.inner.done()]
+        return ready[rng.randrange(len(ready))] if ready else None
+
+    return pick
+
+
+def calls_first(seed: int) -> Pick:
+    """Every answer handed back before any check's verdict (so checks run ahead), the
+    verdicts in a random order."""
+    rng = random.Random(seed)
+
+    def pick(held: list[Held]) -> Held | None:
+        calls = [h for h in held if h.work is None]
+        if calls:
+            return calls[0] if calls[0].inner.done() else None
+        ready = [h for h in held if h.inner.done()]
+        return ready[rng.randrange(len(ready))] if ready else None
+
+    return pick
+
+
+@dataclass
+class Outcome:
+    log: bytes
+    commits: list[str]  # the subtasks' commits, in the order they landed
+    trees: list[str]
+    checked: list[tuple[Any, ...]]  # the checks whose verdicts were used, in order
+    given: list[tuple[Any, ...]]  # every check an executor was given
+    ahead: int  # checks used that had started while another change was checked
+
+
+def key(root: Path, work: Work) -> tuple[Any, ...]:
+    """What a check ran on, its head a tree (the step names it by commit, runs ahead by
+    tree)."""
+    head = git(root, "rev-parse", f"{work.head}^{{tree}}")
+    return (work.sub.id, head, work.tree, work.changes, work.logged)
+
+
+def landed(root: Path) -> tuple[list[str], list[str]]:
+    found = git(root, "log", "--reverse", "--format=%H %T", "--grep=^Harness-Subtask:")
+    pairs = [line.split() for line in found.splitlines()]
+    return [c for c, _ in pairs], [t for _, t in pairs]
+
+
+@contextmanager
+def shuffled(pick: Pick) -> Iterator[list[Shuffled]]:
+    """Every run made inside uses a Shuffled executor with `pick`; they are listed."""
+    made: list[Shuffled] = []
+    real = executors.make
+
+    def make(task: Task, slots: int, name: str = "local") -> executors.Executor:
+        made.append(Shuffled(real(task, slots, name), pick))
+        return made[-1]
+
+    with mock.patch.object(executors, "make", make):
+        yield made
+
+
+def outcome(root: Path, checked: list[Work], given: list[Work], ahead: int) -> Outcome:
+    commits, trees = landed(root)
+    return Outcome(
+        Layout(root).log("demo").read_bytes(),
+        commits,
+        trees,
+        [key(root, w) for w in checked],
+        [key(root, w) for w in given],
+        ahead,
+    )
+
+
+def serial(where: Path, fates: dict[str, str], slots: int) -> Outcome:
+    """A run that checks each change only at its turn; the checks it ran, in order."""
+    root = prepared(where)
+    ran: list[Work] = []
+    real = sequence.run
+
+    def recorded(work: Work, *rest: Any) -> Verdict:
+        ran.append(work)
+        return real(work, *rest)
+
+    worker = Scripted(answers(fates))
+    with mock.patch.object(checking, "run", recorded):
+        run(root, worker, resumes=4, slots=slots, ahead=False)
+    worker.assert_used()
+    return outcome(root, ran, ran, 0)
+
+
+def ahead(where: Path, fates: dict[str, str], pick: Pick) -> Outcome:
+    """A run with SLOTS slots checking ahead, its results handed back as `pick` says."""
+    root = prepared(where)
+    worker = Scripted(answers(fates))
+    with shuffled(pick) as made:
+        run(root, worker, resumes=4, slots=SLOTS)
+    worker.assert_used()
+    timeline = [e for ex in made for e in ex.timeline]
+    used = [h for kind, h in timeline if kind == "use"]
+    given = [h for kind, h in timeline if kind == "start"]
+    works = [h.work for h in used if h.work is not None]
+    return outcome(root, works, [h.work for h in given if h.work is not None], early(timeline))
+
+
+def early(timeline: list[tuple[str, Held]]) -> int:
+    """The runs used that were made ahead: another's verdict was used between their start
+    and their use."""
+    count, started = 0, {}
+    for i, (kind, held) in enumerate(timeline):
+        if kind == "start":
+            started[id(held)] = i
+        elif any(k == "use" for k, _ in timeline[started[id(held)] : i]):
+            count += 1
+    return count
+
+
+def built_on(out: Outcome, tree: str) -> list[tuple[Any, ...]]:
+    return [g for g in out.given if g[1] == tree]
+
+
+@pytest.fixture(scope="module")
+def one_slot(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    return serial(tmp_path_factory.mktemp("one"), dict.fromkeys(IDS, "ok"), 1)
+
+
+def test_a_check_failing_ahead_discards_the_runs_built_on_it(
+    tmp_path: Path, one_slot: Outcome
+) -> None:
+    fates = {"P1": "check", "P2": "ok", "P3": "ok", "P4": "ok"}
+    base = serial(tmp_path / "serial", fates, SLOTS)
+    out = ahead(tmp_path / "ahead", fates, calls_first(0))
+    assert out.trees == base.trees == one_slot.trees
+    assert (out.log, out.commits) == (base.log, base.commits)
+    assert out.checked == base.checked
+    bad = next(g[2] for g in out.given if g[0] == "P1" and MARKER in str(g[3]))
+    stale = built_on(out, bad)
+    assert [g[0] for g in stale] == ["P2"]  # made ahead on P1's failing change...
+    assert not set(stale) & set(out.checked)  # ... and never used
+    assert out.ahead >= 2
+
+
+@settings(FAST, max_examples=3)
+@given(
+    fates=st.lists(st.sampled_from(FATES), min_size=len(IDS), max_size=len(IDS)),
+    seed=st.integers(0, 2**16),
+)
+def test_whatever_ends_first_and_fails_ahead_the_log_and_commits_are_checking_one_at_a_time(
+    tmp_path: Path, one_slot: Outcome, fates: list[str], seed: int
+) -> None:
+    drawn = dict(zip(IDS, fates, strict=True))
+    base = serial(tmp_path / "serial", drawn, SLOTS)
+    if not {"gate", "apply"} & set(fates):  # no halt: with any slots, all land in plan order
+        assert base.trees == one_slot.trees
+    for name, pick in (("first", calls_first(seed)), ("random", random_pick(seed))):
+        out = ahead(tmp_path / name, drawn, pick)
+        assert (out.log, out.commits, out.trees) == (base.log, base.commits, base.trees)
+        # Every verdict used came from a run on exactly the tree its change landed on.
+        assert out.checked == base.checked
+        if name == "first" and drawn["P1"] == "ok" and drawn["P2"] in ("ok", "check"):
+            assert out.ahead >= 1  # P2's checks ran while P1's did

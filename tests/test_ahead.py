@@ -13,7 +13,7 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,9 @@ from harness.boundary import proc
 from harness.checks import sequence
 from harness.checks.deferred import Deferred
 from harness.checks.sequence import Verdict, Work
+from harness.record import progress
 from harness.repository.layout import Layout
-from harness.step import checking, executors
+from harness.step import answering, checking, executors, landing
 from harness.step.task import Task
 
 from .builders import FAST, git
@@ -367,3 +368,68 @@ def test_whatever_ends_first_and_fails_ahead_the_log_and_commits_are_checking_on
         assert out.checked == base.checked
         if name == "first" and drawn["P1"] == "ok" and drawn["P2"] in ("ok", "check"):
             assert out.ahead >= 1  # P2's checks ran while P1's did
+
+
+# -- killed while runs ahead are under way ------------------------------------------------------
+
+
+class Killed(BaseException):
+    """A kill, as far as the in-process step can have one: nothing of the step handles it."""
+
+
+@contextmanager
+def killed_at(point: str, nth: int) -> Iterator[None]:
+    """The step stops dead the `nth` time it passes `point` (the fault points of
+    progress.fault that tests/test_crash.py kills the CLI at)."""
+    seen = [0]
+
+    def fault(at: str) -> None:
+        if at == point:
+            seen[0] += 1
+            if seen[0] == nth:
+                raise Killed(at)
+
+    with ExitStack() as stack:
+        for module in (progress, answering, landing):
+            stack.enter_context(mock.patch.object(module, "fault", fault))
+        yield
+
+
+def record(root: Path) -> dict[str, bytes]:
+    """Every file of ai/: the record."""
+    ai = Layout(root).ai
+    return {p.relative_to(ai).as_posix(): p.read_bytes() for p in ai.rglob("*") if p.is_file()}
+
+
+@settings(FAST, max_examples=3)
+@given(
+    point=st.sampled_from(
+        [
+            "after:test_passed",
+            "before:advance",
+            "after:subagent_diffs_applied",
+            "after:step_completed",
+        ]
+    ),
+    nth=st.integers(1, 3),
+    seed=st.integers(0, 2**16),
+)
+def test_a_run_killed_while_checks_run_ahead_is_finished_as_if_never_killed(
+    tmp_path: Path, point: str, nth: int, seed: int
+) -> None:
+    fates = dict.fromkeys(IDS, "ok")
+    base = prepared(tmp_path / "whole")
+    run(base, Scripted(answers(fates)), slots=SLOTS)
+    root = prepared(tmp_path / "killed")
+    # A call in flight at the kill is made again: its subtask answers it again.
+    worker = Scripted({sid: queue * 2 for sid, queue in answers(fates).items()})
+    with shuffled(calls_first(seed)) as made, killed_at(point, nth), pytest.raises(Killed):
+        run(root, worker, slots=SLOTS)
+    timeline = made[0].timeline
+    under_way = {id(h) for k, h in timeline if k == "start"} - {
+        id(h) for k, h in timeline if k == "use"
+    }
+    assert under_way  # runs ahead had started and were not used yet
+    run(root, worker, slots=SLOTS)
+    assert record(root) == record(base)  # the log's bytes too: nothing of a run discarded
+    assert landed(root) == landed(base)

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.base import files
 from harness.boundary import proc
 from harness.checks import sequence
 from harness.checks.deferred import Deferred
@@ -33,7 +34,7 @@ from harness.step import answering, checking, executors, landing
 from harness.step.task import Task
 
 from .builders import FAST, git
-from .conftest import new_file_patch
+from .conftest import Sample, new_file_patch, scripted
 from .scripted import Scripted, repository, run
 
 MARKER = "MARKER"  # a file of src/ holding it fails the test command
@@ -433,3 +434,39 @@ def test_a_run_killed_while_checks_run_ahead_is_finished_as_if_never_killed(
     run(root, worker, slots=SLOTS)
     assert record(root) == record(base)  # the log's bytes too: nothing of a run discarded
     assert landed(root) == landed(base)
+
+
+@pytest.mark.e2e
+def test_harness_run_killed_while_checks_run_ahead_finishes_as_if_never_killed(
+    tmp_path: Path,
+) -> None:
+    """The same, for real: `harness run` killed -9 (HARNESS_FAULT) once the first change's
+    tests passed, while the checks of those behind it run ahead, sandboxed."""
+    ids = IDS[:3]
+
+    def sample() -> Sample:
+        """The same sample each time, in the same folder: the record names its paths."""
+        files.wipe(tmp_path / "s")
+        (tmp_path / "s").mkdir()
+        s = scripted(tmp_path / "s")
+        s.set_config(
+            '[identity]\nname = "harness"\nemail = "harness@example.invalid"\n'
+            f'[verify]\ntest = "sleep 0.3; ! grep -rqs {MARKER} src"\n'
+        )
+        s.write_plan([p for p in plan() if p["id"] in ids and not p["depends_on"]])
+        script = answers(dict.fromkeys(ids, "ok"))
+        s.write_script([{"subtask": sid, "result": q[0]} for sid, q in script.items()])
+        return s
+
+    s = sample()
+    assert s.cli("run", "demo", "--max-parallel", "3").returncode == 0
+    whole = record(s.root), landed(s.root)
+    s = sample()
+    res = s.cli("run", "demo", "--max-parallel", "3", env={"HARNESS_FAULT": "after:test_passed"})
+    assert res.returncode == -9, res.stderr
+    assert s.names().count("test_passed") == 1
+    ahead = Layout(s.root).state / "tasks/demo/ahead"
+    assert len(list(ahead.iterdir())) >= 2  # its own run and at least one behind it
+    res = s.cli("run", "demo", "--max-parallel", "3")
+    assert res.returncode == 0, res.stderr
+    assert (record(s.root), landed(s.root)) == whole

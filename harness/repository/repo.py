@@ -30,6 +30,7 @@ __all__ = [
     "create",
     "env_without_git",
     "find_root",
+    "holding",
     "split",
     "trailers",
 ]
@@ -202,6 +203,15 @@ def without_signature(raw: bytes) -> tuple[bytes, str | None]:
             kept.append(line)
     unsigned = b"\n".join(kept) + b"\n\n" + body
     return unsigned, "\n".join(x.decode() for x in signature) if signature else None
+
+
+def holding(root: Path, pack: bytes) -> Repo:
+    """A new repository at `root` holding the objects of `pack` (Trees.objects) and nothing
+    else: no commit of its own, no ref, no files checked out."""
+    git.Repo.init(root).close()
+    made = Repo(root)
+    made.take(pack)
+    return made
 
 
 def create(root: Path, branch: str, message: str, who: tuple[str, str], ts: str) -> None:

@@ -10,7 +10,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from harness.base import files
-from harness.base.errors import Halted
+from harness.base.errors import Halted, HarnessError
 from harness.repository.history import History
 from harness.repository.process import split
 
@@ -124,6 +124,26 @@ class Trees(History):
             yield where
         finally:
             files.wipe(where)
+
+    def objects(self, revs: Sequence[str]) -> bytes:
+        """A pack of `revs` (commits or trees) and every tree and blob they hold, without
+        their history: what another repository needs to read them (repo.holding). Nothing
+        is written here, not even a ref."""
+        with ExitStack() as stack:
+            listing = self.spool(stack, "rev-list", "--objects", "--no-walk", *revs)
+            listed = listing.result()
+            packing = self.spool(stack, "pack-objects", "-q", "--stdout", stdin=listed)
+            pack = packing.result().read()
+            if listing.proc.returncode or packing.proc.returncode:
+                raise HarnessError(f"git could not pack {' '.join(r[:12] for r in revs)}")
+            return pack
+
+    def take(self, pack: bytes) -> None:
+        """Store the objects of `pack` (made by `objects`, in another repository)."""
+        with tempfile.TemporaryFile() as given:
+            given.write(pack)
+            given.seek(0)
+            self.git("index-pack", "--stdin", stdin=given)
 
     def clone_shared(self, dest: Path) -> None:
         """A clone of this repository at `dest` borrowing its objects, with no files checked

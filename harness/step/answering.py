@@ -11,8 +11,12 @@ from harness.boundary.registry import Agent
 from harness.record import envelope, exchanges
 from harness.record.progress import fault
 from harness.spec import plan as plan_mod
+from harness.step import executing
 from harness.step.live import tell
 from harness.step.subtask import Flight, Subtask, slot_folder
+
+# What a call whose machine was lost ran to, as far as anyone knows: no exit, no timeout.
+LOST = proc.Result(code=-1, timed_out=None, duration_s=0.0)
 
 # Roles whose work is a judgment: their answer may rightly change nothing.
 NO_CHANGE_ROLES = frozenset({"review", "audit"})
@@ -25,8 +29,11 @@ def answer(job: Subtask, flight: Flight) -> worker.Outcome:
     limits = (task.config.max_output_bytes, task.config.max_artifact_bytes)
     exchange = flight.recorded
     if flight.future is not None and flight.staging is not None:
-        result = flight.future.result()
-        outcome = judged(job, flight, result)
+        try:
+            result, lost = flight.future.result(), None
+        except executing.Lost as gone:
+            result, lost = LOST, gone.reason
+        outcome = judged(job, flight, result) if lost is None else machine_lost(lost)
         made = {
             "task_id": task.task_id,
             "subtask": job.sub.id,
@@ -36,6 +43,8 @@ def answer(job: Subtask, flight: Flight) -> worker.Outcome:
             "exit_code": result.code,
             "timed_out": result.timed_out,
         }
+        if lost is not None:
+            made["lost"] = lost
         if outcome.cli_argv is not None:
             made["cli_argv"] = list(outcome.cli_argv)
         kept = (
@@ -58,7 +67,9 @@ def answer(job: Subtask, flight: Flight) -> worker.Outcome:
     meta = exchange.meta
     found = lost_edit(
         job.sub,
-        worker.judge(
+        machine_lost(meta["lost"])
+        if "lost" in meta
+        else worker.judge(
             exchange.stdout,
             meta["exit_code"],
             meta["timed_out"],
@@ -83,6 +94,12 @@ def judged(job: Subtask, flight: Flight, result: proc.Result) -> worker.Outcome:
         worker.judge(stdout, result.code, result.timed_out, task.task_id, agent.id, limits),
         flight.call.prompt["payload"]["write_scope"],
     )
+
+
+def machine_lost(reason: str) -> worker.Outcome:
+    """A call whose machine went away before it answered (executing.Lost): the agent said
+    nothing, so it is asked again."""
+    return worker.Outcome("error", "retryable", f"lost the machine running the call: {reason}")
 
 
 def peek(job: Subtask, flight: Flight) -> worker.Outcome | None:

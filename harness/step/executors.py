@@ -9,35 +9,25 @@ only writer: an executor hands back bytes and verdicts; the step gates, commits 
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from harness.boundary import proc
 from harness.boundary.contain import Containment
-from harness.boundary.registry import Agent
 from harness.checks import sequence
 from harness.repository import repo
+from harness.step.executing import Call, Lost, checked
 from harness.step.task import Task, Worker
 
-
-@dataclass(frozen=True)
-class Call:
-    """One worker call as data: the agent, the base it sees, the envelope staged in
-    `staging` (its answer is written there), the call's scratch folder and timeouts."""
-
-    agent: Agent
-    root: Path
-    base: str
-    staging: Path
-    timeouts: dict[str, float]
-    scratch: Path
-    wait_s: float = 0.0  # a retry-after to wait first
+# Call and Lost are the seam's words; they live in executing.py, which rayexec.py imports
+# too (it cannot import this module, which imports it).
+__all__ = ["Call", "Executor", "Local", "Lost", "answer", "checked", "make"]
 
 
 class Executor(Protocol):
     def call(self, call: Call) -> Future[proc.Result]:
-        """Run the call; its answer is in call.staging once the future is done."""
+        """Run the call; its answer is in call.staging once the future is done (Lost when
+        the machine running it went away)."""
 
     def check(self, work: sequence.Work, scratch: Path) -> Future[sequence.Verdict]:
         """Run a change's checks in `scratch`, harness's own folder for them alone."""
@@ -74,17 +64,6 @@ def answer(answering: Worker, call: Call) -> proc.Result:
     git = repo.Repo(call.root)
     try:
         return answering.call(call.agent, git, call.base, call.staging, call.timeouts, call.scratch)
-    finally:
-        git.close()
-
-
-def checked(
-    root: Path, contain: Containment, work: sequence.Work, scratch: Path, cache: Path
-) -> sequence.Verdict:
-    """A change's checks with a git of their own."""
-    git = repo.Repo(root)
-    try:
-        return sequence.run(work, git, contain.box, scratch, cache)
     finally:
         git.close()
 

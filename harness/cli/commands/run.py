@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.base import clock, files
-from harness.cli import located
+from harness.cli import extras, located
 from harness.cli.output import short
 from harness.cli.recorded import record
 from harness.repository.locks import locked
@@ -15,6 +15,8 @@ from harness.step.task import Task
 
 def step(args: argparse.Namespace) -> int:
     layout, task_id = located.task(args)
+    if getattr(args, "executor", "local") == "ray":
+        connected()  # before anything is written: a cluster that is not there is bad input
     with locked(layout, task_id, args.wait):
         task = Task.load(layout, task_id, clock.from_env())
         checked = task.config.verify
@@ -51,3 +53,12 @@ def step(args: argparse.Namespace) -> int:
                 # that event unrecorded.
                 record(task)
     return 0
+
+
+def connected() -> None:
+    """Join the Ray cluster RAY_ADDRESS names (harness[ray] installed)."""
+    try:
+        from harness.step import rayexec  # imports ray: only for --executor ray
+    except ModuleNotFoundError as exc:
+        raise extras.missing(exc, "ray", ("ray",), "--executor ray") from None
+    rayexec.connect()

@@ -9,7 +9,9 @@ and keeps every check it was given and which of them were used."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -35,7 +38,7 @@ from harness.step.task import Task
 
 from .builders import FAST, git
 from .conftest import Sample, new_file_patch, scripted
-from .scripted import Scripted, repository, run
+from .scripted import CLOCK, Scripted, repository, run
 
 MARKER = "MARKER"  # a file of src/ holding it fails the test command
 CONFIG = (
@@ -48,24 +51,36 @@ IDS = ["P1", "P2", "P3", "P4"]
 SLOTS = 3
 
 # What a subtask's first answer does (its second, if asked for, passes): "ok" passes;
-# "check" writes MARKER, so its tests fail (retried at once); "gate" creates a file its plan
-# does not let it create, "apply" edits src/calc.py with context it does not hold: each
-# fails the step, the task halts, and a person resumes it.
-FATES = ("ok", "check", "gate", "apply")
+# "check" writes MARKER, so its tests fail; "worker" is a retryable failure of the call;
+# "reorient" passes its checks but its supervisor says REORIENT: each is retried at once.
+# "gate" creates a file its plan does not let it create, "apply" edits src/calc.py with
+# context it does not hold: each fails the step, which stops the task (a person resumes it)
+# or not, as its on_error says. "loop" is a loop whose second round changes nothing more.
+FATES = ("ok", "check", "worker", "reorient", "gate", "apply", "loop")
+MODES = ("stop", "continue", "skip_dependents")
 
 
 def result(*diffs: tuple[str, str]) -> dict[str, Any]:
     return {"diffs": [{"file": f, "patch": p} for f, p in diffs], "artifacts": [], "notes": []}
 
 
-def answers(fates: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+def answers(fates: dict[str, str]) -> dict[str, list[str | dict[str, Any]]]:
     """Each subtask's answers: its fate's first, then a good one if that fails."""
-    script = {}
+    script: dict[str, list[str | dict[str, Any]]] = {}
     for sid, fate in fates.items():
         path = f"src/{sid.lower()}.py"
         good = result((path, new_file_patch(path, [f"NAME = {sid!r}"])))
-        first = {
+        if fate in ("reorient", "loop"):
+            again = result((path, new_file_patch(path, ["NAME = 'first'"])))
+            script[sid] = (
+                [again, verdict("REORIENT"), good, verdict("CONTINUE")]
+                if fate == "reorient"
+                else [good, result()]
+            )
+            continue
+        first: str | dict[str, Any] = {
             "ok": good,
+            "worker": "retryable",
             "check": result((path, new_file_patch(path, [f"NAME = {MARKER!r}"]))),
             "gate": result(("src/elsewhere.py", new_file_patch("src/elsewhere.py", ["X = 1"]))),
             "apply": result(
@@ -80,10 +95,20 @@ def answers(fates: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
     return script
 
 
-def plan() -> list[dict[str, Any]]:
-    """Four subtasks each creating a file of its own; P3 waits for P1."""
+def verdict(action: str) -> dict[str, Any]:
+    """A supervisor's answer."""
+    said = {"action": action, "reason": "because", "correction": "again"}
+    return {"verdict": said, "notes": [], "diffs": [], "artifacts": []}
+
+
+def plan(fates: dict[str, str], modes: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Four subtasks each creating a file of its own, supervised or a loop as their `fates`
+    say, with the on_error `modes` say (stop by default); P3 waits for P1."""
     return [
         {
+            "on_error": (modes or {}).get(sid, "stop"),
+            "supervised": fates[sid] == "reorient",
+            **({"loop": {"max": 2, "until": "no_diff"}} if fates[sid] == "loop" else {}),
             "id": sid,
             "role": "localized-impl",
             "goal": f"Add {sid}",
@@ -97,8 +122,13 @@ def plan() -> list[dict[str, Any]]:
     ]
 
 
-def prepared(where: Path) -> Path:
-    root = repository(where, plan())
+def prepared(where: Path, fates: dict[str, str], modes: dict[str, str] | None = None) -> Path:
+    """The demo's repository with the plan, CONFIG and a supervisor."""
+    root = repository(where, plan(fates, modes))
+    registry = Layout(root).registry
+    doc = orjson.loads(registry.read_bytes())
+    doc["agents"].append(doc["agents"][0] | {"id": "auditor", "capabilities": ["audit"]})
+    registry.write_bytes(orjson.dumps(doc))
     Layout(root).config.write_text(CONFIG)
     return root
 
@@ -282,9 +312,11 @@ def outcome(root: Path, checked: list[Work], given: list[Work], ahead: int) -> O
     )
 
 
-def serial(where: Path, fates: dict[str, str], slots: int) -> Outcome:
+def serial(
+    where: Path, fates: dict[str, str], slots: int, modes: dict[str, str] | None = None
+) -> Outcome:
     """A run that checks each change only at its turn; the checks it ran, in order."""
-    root = prepared(where)
+    root = prepared(where, fates, modes)
     ran: list[Work] = []
     real = sequence.run
 
@@ -299,9 +331,11 @@ def serial(where: Path, fates: dict[str, str], slots: int) -> Outcome:
     return outcome(root, ran, ran, 0)
 
 
-def ahead(where: Path, fates: dict[str, str], pick: Pick) -> Outcome:
+def ahead(
+    where: Path, fates: dict[str, str], pick: Pick, modes: dict[str, str] | None = None
+) -> Outcome:
     """A run with SLOTS slots checking ahead, its results handed back as `pick` says."""
-    root = prepared(where)
+    root = prepared(where, fates, modes)
     worker = Scripted(answers(fates))
     with shuffled(pick) as made:
         run(root, worker, resumes=4, slots=SLOTS)
@@ -325,6 +359,40 @@ def early(timeline: list[tuple[str, Held]]) -> int:
     return count
 
 
+@contextmanager
+def when(point: str, nth: int, do: Callable[[], None]) -> Iterator[None]:
+    """`do` the `nth` time the step passes `point` (the fault points of progress.fault that
+    tests/test_crash.py kills the CLI at)."""
+    seen = [0]
+
+    def fault(at: str) -> None:
+        if at == point:
+            seen[0] += 1
+            if seen[0] == nth:
+                do()
+
+    with ExitStack() as stack:
+        for module in (progress, answering, landing):
+            stack.enter_context(mock.patch.object(module, "fault", fault))
+        yield
+
+
+def person_commits(root: Path) -> Callable[[], None]:
+    """A person's commit on the branch, the same in every run."""
+
+    def commit() -> None:
+        (root / "README.md").write_text("# calc, by a person\n")
+        env = {**os.environ, "GIT_AUTHOR_DATE": CLOCK, "GIT_COMMITTER_DATE": CLOCK}
+        subprocess.run(
+            ["git", "-c", "user.name=p", "-c", "user.email=p@p", "commit", "-qam", "mine"],
+            cwd=root,
+            env=env,
+            check=True,
+        )
+
+    return commit
+
+
 def built_on(out: Outcome, tree: str) -> list[tuple[Any, ...]]:
     return [g for g in out.given if g[1] == tree]
 
@@ -334,36 +402,47 @@ def one_slot(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     return serial(tmp_path_factory.mktemp("one"), dict.fromkeys(IDS, "ok"), 1)
 
 
-def test_a_check_failing_ahead_discards_the_runs_built_on_it(
-    tmp_path: Path, one_slot: Outcome
+def test_a_check_failing_ahead_or_a_persons_commit_discards_the_runs_built_before(
+    tmp_path: Path,
 ) -> None:
     fates = {"P1": "check", "P2": "ok", "P3": "ok", "P4": "ok"}
-    base = serial(tmp_path / "serial", fates, SLOTS)
-    out = ahead(tmp_path / "ahead", fates, calls_first(0))
-    assert out.trees == base.trees == one_slot.trees
-    assert (out.log, out.commits) == (base.log, base.commits)
+    outcomes = []
+    for name in ("serial", "ahead"):
+        # A person commits on the branch once P1 has landed, while P2's checks run ahead.
+        with when("after:step_completed", 1, person_commits(tmp_path / name / "repo")):
+            if name == "serial":
+                outcomes.append(serial(tmp_path / name, fates, SLOTS))
+            else:
+                outcomes.append(ahead(tmp_path / name, fates, calls_first(0)))
+    base, out = outcomes
+    assert (out.log, out.commits, out.trees) == (base.log, base.commits, base.trees)
     assert out.checked == base.checked
     bad = next(g[2] for g in out.given if g[0] == "P1" and MARKER in str(g[3]))
     stale = built_on(out, bad)
     assert [g[0] for g in stale] == ["P2"]  # made ahead on P1's failing change...
     assert not set(stale) & set(out.checked)  # ... and never used
-    assert out.ahead >= 2
+    good = next(g[2] for g in out.checked if g[0] == "P1")
+    stale = built_on(out, good)
+    assert [g[0] for g in stale] == ["P2"]  # on P1's change without the person's commit...
+    assert not set(stale) & set(out.checked)  # ... and never used
+    assert out.ahead >= 1
 
 
 @settings(FAST, max_examples=3)
 @given(
     fates=st.lists(st.sampled_from(FATES), min_size=len(IDS), max_size=len(IDS)),
+    on_error=st.lists(st.sampled_from(MODES), min_size=len(IDS), max_size=len(IDS)),
     seed=st.integers(0, 2**16),
 )
 def test_whatever_ends_first_and_fails_ahead_the_log_and_commits_are_checking_one_at_a_time(
-    tmp_path: Path, one_slot: Outcome, fates: list[str], seed: int
+    tmp_path: Path, one_slot: Outcome, fates: list[str], on_error: list[str], seed: int
 ) -> None:
-    drawn = dict(zip(IDS, fates, strict=True))
-    base = serial(tmp_path / "serial", drawn, SLOTS)
-    if not {"gate", "apply"} & set(fates):  # no halt: with any slots, all land in plan order
+    drawn, modes = dict(zip(IDS, fates, strict=True)), dict(zip(IDS, on_error, strict=True))
+    base = serial(tmp_path / "serial", drawn, SLOTS, modes)
+    if not {"gate", "apply"} & set(fates):  # no step failed: all land in plan order
         assert base.trees == one_slot.trees
     for name, pick in (("first", calls_first(seed)), ("random", random_pick(seed))):
-        out = ahead(tmp_path / name, drawn, pick)
+        out = ahead(tmp_path / name, drawn, pick, modes)
         assert (out.log, out.commits, out.trees) == (base.log, base.commits, base.trees)
         # Every verdict used came from a run on exactly the tree its change landed on.
         assert out.checked == base.checked
@@ -378,22 +457,8 @@ class Killed(BaseException):
     """A kill, as far as the in-process step can have one: nothing of the step handles it."""
 
 
-@contextmanager
-def killed_at(point: str, nth: int) -> Iterator[None]:
-    """The step stops dead the `nth` time it passes `point` (the fault points of
-    progress.fault that tests/test_crash.py kills the CLI at)."""
-    seen = [0]
-
-    def fault(at: str) -> None:
-        if at == point:
-            seen[0] += 1
-            if seen[0] == nth:
-                raise Killed(at)
-
-    with ExitStack() as stack:
-        for module in (progress, answering, landing):
-            stack.enter_context(mock.patch.object(module, "fault", fault))
-        yield
+def kill() -> None:
+    raise Killed
 
 
 def record(root: Path) -> dict[str, bytes]:
@@ -419,12 +484,12 @@ def test_a_run_killed_while_checks_run_ahead_is_finished_as_if_never_killed(
     tmp_path: Path, point: str, nth: int, seed: int
 ) -> None:
     fates = dict.fromkeys(IDS, "ok")
-    base = prepared(tmp_path / "whole")
+    base = prepared(tmp_path / "whole", fates)
     run(base, Scripted(answers(fates)), slots=SLOTS)
-    root = prepared(tmp_path / "killed")
+    root = prepared(tmp_path / "killed", fates)
     # A call in flight at the kill is made again: its subtask answers it again.
     worker = Scripted({sid: queue * 2 for sid, queue in answers(fates).items()})
-    with shuffled(calls_first(seed)) as made, killed_at(point, nth), pytest.raises(Killed):
+    with shuffled(calls_first(seed)) as made, when(point, nth, kill), pytest.raises(Killed):
         run(root, worker, slots=SLOTS)
     timeline = made[0].timeline
     under_way = {id(h) for k, h in timeline if k == "start"} - {
@@ -442,7 +507,7 @@ def test_harness_run_killed_while_checks_run_ahead_finishes_as_if_never_killed(
 ) -> None:
     """The same, for real: `harness run` killed -9 (HARNESS_FAULT) once the first change's
     tests passed, while the checks of those behind it run ahead, sandboxed."""
-    ids = IDS[:3]
+    ids = IDS[:2]
 
     def sample() -> Sample:
         """The same sample each time, in the same folder: the record names its paths."""
@@ -453,8 +518,8 @@ def test_harness_run_killed_while_checks_run_ahead_finishes_as_if_never_killed(
             '[identity]\nname = "harness"\nemail = "harness@example.invalid"\n'
             f'[verify]\ntest = "sleep 0.3; ! grep -rqs {MARKER} src"\n'
         )
-        s.write_plan([p for p in plan() if p["id"] in ids and not p["depends_on"]])
         script = answers(dict.fromkeys(ids, "ok"))
+        s.write_plan([p for p in plan(dict.fromkeys(IDS, "ok")) if p["id"] in ids])
         s.write_script([{"subtask": sid, "result": q[0]} for sid, q in script.items()])
         return s
 

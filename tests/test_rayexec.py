@@ -65,6 +65,7 @@ def cluster() -> Iterator[Any]:
         )
         made.add_node(num_cpus=2)
         made.wait_for_nodes()
+        made.tmp = tmp
         yield made
     finally:
         if made is not None:
@@ -122,33 +123,43 @@ def test_a_run_on_the_cluster_records_what_a_local_run_does(tmp_path: Path, clus
     assert res.returncode == 0, res.stderr
 
 
-def test_a_node_lost_mid_call_is_a_retryable_failure_and_the_run_completes(
+def test_a_node_lost_mid_call_and_mid_check_the_call_retried_the_check_run_again(
     tmp_path: Path, cluster: Any
 ) -> None:
     from harness.step import rayexec
 
     s = scripted(tmp_path)
     s.write_plan([independent("P1"), independent("P2")])
-    s.write_script([creating("P1"), creating("P2", 8.0)])
+    s.write_script([creating("P1"), creating("P2", 5.0)])
+    (s.root / "ai/harness.toml").write_text(
+        '[identity]\nname = "harness"\nemail = "harness@example.invalid"\n\n'
+        '[verify]\ntest = "sleep 3"\n'
+    )
     doomed = next(n for n in cluster.worker_nodes)
+    left = set(cluster.tmp.glob("harness-*"))
     cmd = [*HARNESS, "run", "demo", "--max-parallel", "2"]
     cmd += ["--executor", "ray", "--quiet", "--repo", str(s.root)]
     env = {**os.environ, "HARNESS_CLOCK": CLOCK, **on(cluster)}
     run = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        # P1 lands while P2's worker sleeps on the only node: then the node goes.
+        # P1's checks (3 s) run, and P2's worker sleeps, on the only node: then it goes,
+        # and another comes.
         deadline = time.monotonic() + 60
-        while not any(e["event"] == "subagent_diffs_applied" for e in s.events()):
+        while not any(e["event"] == "subagent_succeeded" for e in s.events()):
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()
-            time.sleep(0.2)
-        cluster.add_node(num_cpus=2)
-        cluster.wait_for_nodes()
+            time.sleep(0.1)
+        time.sleep(1)
         cluster.remove_node(doomed)
+        cluster.add_node(num_cpus=2)
         _, err = run.communicate(timeout=90)
     finally:
         if run.poll() is None:
             run.kill()
             run.communicate()
+    # What the lost node was running when it went: a call and a check, each killed in the
+    # temporary folder it would have removed.
+    killed = sorted(p.name.split("-")[1] for p in set(cluster.tmp.glob("harness-*")) - left)
+    assert killed == ["call", "check"], killed
     assert run.returncode == 0, err.decode()
     failed = [e for e in s.events() if e["event"] == "subagent_failed"]
     assert [(e["step"], e["status"]) for e in failed] == [("P2", "error")], failed
@@ -165,6 +176,8 @@ def test_a_node_lost_mid_call_is_a_retryable_failure_and_the_run_completes(
         and lost[0]["lost"] in {why for _, why in rayexec.GONE}
     )
     assert {e["step"] for e in s.events() if e["event"] == "step_completed"} == {"P1", "P2"}
+    # P1's checks ran again on the new node, and are said once, at P1's turn.
+    assert [e["step"] for e in s.events() if e["event"] == "test_passed"] == ["P1", "P2"]
     res = s.cli("replay", "demo")
     assert res.returncode == 0, res.stderr
     assert s.cli("audit", "demo").returncode == 0

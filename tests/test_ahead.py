@@ -31,7 +31,7 @@ from harness.boundary import proc
 from harness.checks import sequence
 from harness.checks.deferred import Deferred
 from harness.checks.sequence import Verdict, Work
-from harness.record import progress
+from harness.record import progress, tokens
 from harness.repository.layout import Layout
 from harness.step import answering, checking, executors, landing
 from harness.step.task import Task
@@ -271,6 +271,7 @@ class Outcome:
     checked: list[tuple[Any, ...]]  # the checks whose verdicts were used, in order
     given: list[tuple[Any, ...]]  # every check an executor was given
     ahead: int  # checks used that had started while another change was checked
+    used: list[int]  # which of `given` were used, in order
 
 
 def key(root: Path, work: Work) -> tuple[Any, ...]:
@@ -309,11 +310,22 @@ def outcome(root: Path, checked: list[Work], given: list[Work], ahead: int) -> O
         [key(root, w) for w in checked],
         [key(root, w) for w in given],
         ahead,
+        [next(i for i, g in enumerate(given) if g is w) for w in checked],
     )
 
 
+def scripted_worker(fates: dict[str, str], spare: bool) -> Scripted:
+    """The worker answering `fates`; `spare`: each answer twice, for calls made again."""
+    script = answers(fates)
+    return Scripted({sid: queue * 2 for sid, queue in script.items()} if spare else script)
+
+
 def serial(
-    where: Path, fates: dict[str, str], slots: int, modes: dict[str, str] | None = None
+    where: Path,
+    fates: dict[str, str],
+    slots: int,
+    modes: dict[str, str] | None = None,
+    spare: bool = False,
 ) -> Outcome:
     """A run that checks each change only at its turn; the checks it ran, in order."""
     root = prepared(where, fates, modes)
@@ -324,22 +336,28 @@ def serial(
         ran.append(work)
         return real(work, *rest)
 
-    worker = Scripted(answers(fates))
+    worker = scripted_worker(fates, spare)
     with mock.patch.object(checking, "run", recorded):
         run(root, worker, resumes=4, slots=slots, ahead=False)
-    worker.assert_used()
+    if not spare:
+        worker.assert_used()
     return outcome(root, ran, ran, 0)
 
 
 def ahead(
-    where: Path, fates: dict[str, str], pick: Pick, modes: dict[str, str] | None = None
+    where: Path,
+    fates: dict[str, str],
+    pick: Pick,
+    modes: dict[str, str] | None = None,
+    spare: bool = False,
 ) -> Outcome:
     """A run with SLOTS slots checking ahead, its results handed back as `pick` says."""
     root = prepared(where, fates, modes)
-    worker = Scripted(answers(fates))
+    worker = scripted_worker(fates, spare)
     with shuffled(pick) as made:
         run(root, worker, resumes=4, slots=SLOTS)
-    worker.assert_used()
+    if not spare:
+        worker.assert_used()
     timeline = [e for ex in made for e in ex.timeline]
     used = [h for kind, h in timeline if kind == "use"]
     given = [h for kind, h in timeline if kind == "start"]
@@ -393,6 +411,17 @@ def person_commits(root: Path) -> Callable[[], None]:
     return commit
 
 
+def person_revokes(root: Path) -> Callable[[], None]:
+    """A person revokes the write token the calls were made with, and issues another."""
+
+    def revoke() -> None:
+        path = Layout(root).tokens
+        tokens.revoke(path, root, "W1")
+        tokens.issue(path, root, ["src/**"], "1d", False, CLOCK)
+
+    return revoke
+
+
 def built_on(out: Outcome, tree: str) -> list[tuple[Any, ...]]:
     return [g for g in out.given if g[1] == tree]
 
@@ -402,29 +431,34 @@ def one_slot(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     return serial(tmp_path_factory.mktemp("one"), dict.fromkeys(IDS, "ok"), 1)
 
 
-def test_a_check_failing_ahead_or_a_persons_commit_discards_the_runs_built_before(
-    tmp_path: Path,
+@pytest.mark.parametrize("meanwhile", ["commit", "revoke"])
+def test_a_check_failing_ahead_or_a_persons_act_discards_the_runs_built_before(
+    tmp_path: Path, meanwhile: str
 ) -> None:
     fates = {"P1": "check", "P2": "ok", "P3": "ok", "P4": "ok"}
+    act = {"commit": person_commits, "revoke": person_revokes}[meanwhile]
     outcomes = []
     for name in ("serial", "ahead"):
-        # A person commits on the branch once P1 has landed, while P2's checks run ahead.
-        with when("after:step_completed", 1, person_commits(tmp_path / name / "repo")):
+        # A person acts once P1 has landed, while P2's checks run ahead: a commit on the
+        # branch, or the calls' token revoked (P2's gate refuses it at its turn, the task
+        # halts, and P2 is called again once resumed).
+        with when("after:step_completed", 1, act(tmp_path / name / "repo")):
             if name == "serial":
-                outcomes.append(serial(tmp_path / name, fates, SLOTS))
+                outcomes.append(serial(tmp_path / name, fates, SLOTS, spare=True))
             else:
-                outcomes.append(ahead(tmp_path / name, fates, calls_first(0)))
+                outcomes.append(ahead(tmp_path / name, fates, calls_first(0), spare=True))
     base, out = outcomes
     assert (out.log, out.commits, out.trees) == (base.log, base.commits, base.trees)
     assert out.checked == base.checked
+    assert (b"token W1 is revoked" in out.log) == (meanwhile == "revoke")
     bad = next(g[2] for g in out.given if g[0] == "P1" and MARKER in str(g[3]))
     stale = built_on(out, bad)
     assert [g[0] for g in stale] == ["P2"]  # made ahead on P1's failing change...
     assert not set(stale) & set(out.checked)  # ... and never used
     good = next(g[2] for g in out.checked if g[0] == "P1")
-    stale = built_on(out, good)
-    assert [g[0] for g in stale] == ["P2"]  # on P1's change without the person's commit...
-    assert not set(stale) & set(out.checked)  # ... and never used
+    before = [i for i, g in enumerate(out.given) if g[0] == "P2" and g[1] == good]
+    assert before  # P2's checks ran ahead on P1's change before the person acted...
+    assert not set(before[:1]) & set(out.used)  # ... and that run was never used
     assert out.ahead >= 1
 
 

@@ -540,7 +540,8 @@ def test_harness_run_killed_while_checks_run_ahead_finishes_as_if_never_killed(
     tmp_path: Path,
 ) -> None:
     """The same, for real: `harness run` killed -9 (HARNESS_FAULT) once the first change's
-    tests passed, while the checks of those behind it run ahead, sandboxed."""
+    tests passed, while the checks of those behind it run ahead, sandboxed; and `replay`
+    of the record rebuilds its commits."""
     ids = IDS[:2]
 
     def sample() -> Sample:
@@ -569,3 +570,6 @@ def test_harness_run_killed_while_checks_run_ahead_finishes_as_if_never_killed(
     res = s.cli("run", "demo", "--max-parallel", "3")
     assert res.returncode == 0, res.stderr
     assert (record(s.root), landed(s.root)) == whole
+    replayed = s.cli("replay", "demo")  # the record rebuilds the same commits
+    assert replayed.returncode == 0, replayed.stderr
+    assert all(c in replayed.stdout for c in whole[1][0])

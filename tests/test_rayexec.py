@@ -212,6 +212,17 @@ def test_no_cluster_named_or_none_there_is_refused_before_anything_is_written(
         assert s.git("status", "--porcelain") == before
 
 
+def test_a_driver_without_the_clusters_token_is_refused(tmp_path: Path, cluster: Any) -> None:
+    s = parallel(tmp_path / "s")
+    before = s.git("status", "--porcelain")
+    res = s.cli("run", "demo", "--executor", "ray", env={**on(cluster), "RAY_AUTH_TOKEN": "x" * 32})
+    assert res.returncode == 2, res.stderr
+    assert "the cluster did not take harness" in res.stderr and "RAY_AUTH_MODE=token" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert not (s.root / "ai/tasks/demo/progress.ndjson").exists()
+    assert s.git("status", "--porcelain") == before
+
+
 def test_an_in_process_worker_is_refused(tmp_path: Path) -> None:
     _ray()
     from harness.step import rayexec

@@ -16,7 +16,9 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -77,11 +79,29 @@ def connect() -> None:
             f"{what}: nothing answers there ({exc.strerror or exc}); start the cluster "
             "first (`ray start --head`): harness never starts one"
         ) from None
+    # Something answers, so a GCS that turns harness away (a token missing or wrong) is told
+    # in seconds, not Ray's 20.
+    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "5")
     try:
-        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+        with muted():
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except (ConnectionError, RuntimeError, rayerr.RayError) as exc:
         said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InvalidInput(f"{what}: the cluster did not take harness: {said}; {AUTH}") from None
+
+
+@contextmanager
+def muted() -> Iterator[None]:
+    """Standard error (the file, fd 2) sent nowhere: Ray's C++ core warns there while it
+    connects, whatever its log level says, and would bury the one line harness says."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as sink:
+            os.dup2(sink.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 class Ray:

@@ -27,18 +27,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.base import files
+from harness.base.errors import Halted
 from harness.boundary import proc
 from harness.checks import sequence
 from harness.checks.deferred import Deferred
 from harness.checks.sequence import Verdict, Work
 from harness.record import progress, tokens
 from harness.repository.layout import Layout
-from harness.step import answering, checking, executors, landing
+from harness.step import answering, checking, executors, landing, supervising, supervision
+from harness.step.supervision import CONTINUE
 from harness.step.task import Task
 
 from .builders import FAST, git
 from .conftest import Sample, new_file_patch, scripted
-from .scripted import CLOCK, Scripted, repository, run
+from .scripted import CLOCK, Scripted, load, repository, run
 
 MARKER = "MARKER"  # a file of src/ holding it fails the test command
 CONFIG = (
@@ -55,8 +57,9 @@ SLOTS = 3
 # "reorient" passes its checks but its supervisor says REORIENT: each is retried at once.
 # "gate" creates a file its plan does not let it create, "apply" edits src/calc.py with
 # context it does not hold: each fails the step, which stops the task (a person resumes it)
-# or not, as its on_error says. "loop" is a loop whose second round changes nothing more.
-FATES = ("ok", "check", "worker", "reorient", "gate", "apply", "loop")
+# or not, as its on_error says. "loop" is a loop whose second round changes nothing more;
+# "human" awaits a person's approval (the task halts; a person approves).
+FATES = ("ok", "check", "worker", "reorient", "gate", "apply", "loop", "human")
 MODES = ("stop", "continue", "skip_dependents")
 
 
@@ -80,6 +83,7 @@ def answers(fates: dict[str, str]) -> dict[str, list[str | dict[str, Any]]]:
             continue
         first: str | dict[str, Any] = {
             "ok": good,
+            "human": good,
             "worker": "retryable",
             "check": result((path, new_file_patch(path, [f"NAME = {MARKER!r}"]))),
             "gate": result(("src/elsewhere.py", new_file_patch("src/elsewhere.py", ["X = 1"]))),
@@ -91,7 +95,7 @@ def answers(fates: dict[str, str]) -> dict[str, list[str | dict[str, Any]]]:
                 )
             ),
         }[fate]
-        script[sid] = [first] if fate == "ok" else [first, good]
+        script[sid] = [first] if fate in ("ok", "human") else [first, good]
     return script
 
 
@@ -107,7 +111,7 @@ def plan(fates: dict[str, str], modes: dict[str, str] | None = None) -> list[dic
     return [
         {
             "on_error": (modes or {}).get(sid, "stop"),
-            "supervised": fates[sid] == "reorient",
+            "supervised": {"reorient": True, "human": "human"}.get(fates[sid], False),
             **({"loop": {"max": 2, "until": "no_diff"}} if fates[sid] == "loop" else {}),
             "id": sid,
             "role": "localized-impl",
@@ -320,6 +324,25 @@ def scripted_worker(fates: dict[str, str], spare: bool) -> Scripted:
     return Scripted({sid: queue * 2 for sid, queue in script.items()} if spare else script)
 
 
+def finished(root: Path, worker: Scripted, slots: int, ahead: bool = True) -> None:
+    """The task run to its end, resuming each blocker and approving each change that
+    awaits approval, as a person would."""
+    while True:
+        try:
+            run(root, worker, resumes=4, slots=slots, ahead=ahead)
+            return
+        except Halted:
+            task = load(root, worker)
+            try:
+                awaiting = [s.id for s in task.plan.subtasks if task.model.attempt(s.id).awaiting]
+                if not awaiting:
+                    raise
+                for sid in awaiting:
+                    supervising.decide(task, sid, supervision.Verdict(CONTINUE, "ok", ""), "p")
+            finally:
+                task.git.close()
+
+
 def serial(
     where: Path,
     fates: dict[str, str],
@@ -336,9 +359,11 @@ def serial(
         ran.append(work)
         return real(work, *rest)
 
+    # A change awaiting approval halts the task with calls in flight: they are made again.
+    spare = spare or "human" in fates.values()
     worker = scripted_worker(fates, spare)
     with mock.patch.object(checking, "run", recorded):
-        run(root, worker, resumes=4, slots=slots, ahead=False)
+        finished(root, worker, slots, ahead=False)
     if not spare:
         worker.assert_used()
     return outcome(root, ran, ran, 0)
@@ -353,9 +378,11 @@ def ahead(
 ) -> Outcome:
     """A run with SLOTS slots checking ahead, its results handed back as `pick` says."""
     root = prepared(where, fates, modes)
+    # A change awaiting approval halts the task with calls in flight: they are made again.
+    spare = spare or "human" in fates.values()
     worker = scripted_worker(fates, spare)
     with shuffled(pick) as made:
-        run(root, worker, resumes=4, slots=SLOTS)
+        finished(root, worker, SLOTS)
     if not spare:
         worker.assert_used()
     timeline = [e for ex in made for e in ex.timeline]

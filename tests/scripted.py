@@ -34,18 +34,23 @@ class Scripted:
     ("retryable", "hard"). Calls may come from several pool threads at once: the script is
     taken under a lock, and nothing an answer holds depends on the order calls arrive in
     (a subtask's own calls are one after another). `delays` holds each subtask's seconds
-    before it answers, so a test can make calls end in an order of its choosing."""
+    before it answers, so a test can make calls end in an order of its choosing. `again`:
+    a call made again under its call_id (a run halted or killed with it in flight) gets
+    the answer it got before, as a deterministic worker would give."""
 
     def __init__(
         self,
         answers: Mapping[str, Iterable[str | dict[str, Any]]],
         delays: Mapping[str, float] | None = None,
+        again: bool = False,
     ) -> None:
         self.answers = {sid: list(queue) for sid, queue in answers.items()}
         self.delays = dict(delays or {})
         self.calls: list[str] = []  # in the order they arrived: timing's, with several slots
         self.asked: dict[str, int] = {}  # subtask -> its calls so far
         self.lock = threading.Lock()
+        self.again = again
+        self.given: dict[str, tuple[str | dict[str, Any], int]] = {}  # call_id -> answer, n
 
     def probe(self, agent: Agent, scratch: Path) -> str:
         return "scripted 1.0.0"
@@ -59,14 +64,20 @@ class Scripted:
         timeouts: dict[str, float],
         scratch: Path,
     ) -> proc.Result:
-        _, prompt = (orjson.loads(line) for line in (staging / "stdin").read_bytes().splitlines())
-        sid = prompt["payload"]["subtask"]
+        context, prompt = (
+            orjson.loads(line) for line in (staging / "stdin").read_bytes().splitlines()
+        )
+        sid, call_id = prompt["payload"]["subtask"], context["payload"]["call_id"]
         with self.lock:
-            queue = self.answers.get(sid)
-            assert queue, f"unexpected call for {sid}"
-            answer = queue.pop(0)
+            if self.again and call_id in self.given:
+                answer, n = self.given[call_id]
+            else:
+                queue = self.answers.get(sid)
+                assert queue, f"unexpected call for {sid}"
+                answer = queue.pop(0)
+                n = self.asked[sid] = self.asked.get(sid, 0) + 1
+                self.given[call_id] = answer, n
             self.calls.append(sid)
-            n = self.asked[sid] = self.asked.get(sid, 0) + 1
         if self.delays.get(sid):
             time.sleep(self.delays[sid])
         head = {"ts": prompt["ts"], "task_id": prompt["task_id"], "agent_id": agent.id}

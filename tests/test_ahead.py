@@ -318,12 +318,6 @@ def outcome(root: Path, checked: list[Work], given: list[Work], ahead: int) -> O
     )
 
 
-def scripted_worker(fates: dict[str, str], spare: bool) -> Scripted:
-    """The worker answering `fates`; `spare`: each answer twice, for calls made again."""
-    script = answers(fates)
-    return Scripted({sid: queue * 2 for sid, queue in script.items()} if spare else script)
-
-
 def finished(root: Path, worker: Scripted, slots: int, ahead: bool = True) -> None:
     """The task run to its end, resuming each blocker and approving each change that
     awaits approval, as a person would."""
@@ -348,9 +342,10 @@ def serial(
     fates: dict[str, str],
     slots: int,
     modes: dict[str, str] | None = None,
-    spare: bool = False,
+    worker: Scripted | None = None,
 ) -> Outcome:
-    """A run that checks each change only at its turn; the checks it ran, in order."""
+    """A run that checks each change only at its turn; the checks it ran, in order; each
+    answer asked for once, unless the test brings its own `worker`."""
     root = prepared(where, fates, modes)
     ran: list[Work] = []
     real = sequence.run
@@ -359,13 +354,12 @@ def serial(
         ran.append(work)
         return real(work, *rest)
 
-    # A change awaiting approval halts the task with calls in flight: they are made again.
-    spare = spare or "human" in fates.values()
-    worker = scripted_worker(fates, spare)
+    # A run halted (for a person's approval) with calls in flight makes them again.
+    mine = worker or Scripted(answers(fates), again=True)
     with mock.patch.object(checking, "run", recorded):
-        finished(root, worker, slots, ahead=False)
-    if not spare:
-        worker.assert_used()
+        finished(root, mine, slots, ahead=False)
+    if worker is None:
+        mine.assert_used()
     return outcome(root, ran, ran, 0)
 
 
@@ -374,17 +368,16 @@ def ahead(
     fates: dict[str, str],
     pick: Pick,
     modes: dict[str, str] | None = None,
-    spare: bool = False,
+    worker: Scripted | None = None,
 ) -> Outcome:
-    """A run with SLOTS slots checking ahead, its results handed back as `pick` says."""
+    """A run with SLOTS slots checking ahead, its results handed back as `pick` says; each
+    answer asked for once, unless the test brings its own `worker`."""
     root = prepared(where, fates, modes)
-    # A change awaiting approval halts the task with calls in flight: they are made again.
-    spare = spare or "human" in fates.values()
-    worker = scripted_worker(fates, spare)
+    mine = worker or Scripted(answers(fates), again=True)
     with shuffled(pick) as made:
-        finished(root, worker, SLOTS)
-    if not spare:
-        worker.assert_used()
+        finished(root, mine, SLOTS)
+    if worker is None:
+        mine.assert_used()
     timeline = [e for ex in made for e in ex.timeline]
     used = [h for kind, h in timeline if kind == "use"]
     given = [h for kind, h in timeline if kind == "start"]
@@ -469,11 +462,13 @@ def test_a_check_failing_ahead_or_a_persons_act_discards_the_runs_built_before(
         # A person acts once P1 has landed, while P2's checks run ahead: a commit on the
         # branch, or the calls' token revoked (P2's gate refuses it at its turn, the task
         # halts, and P2 is called again once resumed).
+        # Subtasks refused for the token are called again: they answer again.
+        worker = Scripted({sid: q * 2 for sid, q in answers(fates).items()}, again=True)
         with when("after:step_completed", 1, act(tmp_path / name / "repo")):
             if name == "serial":
-                outcomes.append(serial(tmp_path / name, fates, SLOTS, spare=True))
+                outcomes.append(serial(tmp_path / name, fates, SLOTS, worker=worker))
             else:
-                outcomes.append(ahead(tmp_path / name, fates, calls_first(0), spare=True))
+                outcomes.append(ahead(tmp_path / name, fates, calls_first(0), worker=worker))
     base, out = outcomes
     assert (out.log, out.commits, out.trees) == (base.log, base.commits, base.trees)
     assert out.checked == base.checked
@@ -548,8 +543,7 @@ def test_a_run_killed_while_checks_run_ahead_is_finished_as_if_never_killed(
     base = prepared(tmp_path / "whole", fates)
     run(base, Scripted(answers(fates)), slots=SLOTS)
     root = prepared(tmp_path / "killed", fates)
-    # A call in flight at the kill is made again: its subtask answers it again.
-    worker = Scripted({sid: queue * 2 for sid, queue in answers(fates).items()})
+    worker = Scripted(answers(fates), again=True)  # a call in flight at the kill is made again
     with shuffled(calls_first(seed)) as made, when(point, nth, kill), pytest.raises(Killed):
         run(root, worker, slots=SLOTS)
     timeline = made[0].timeline

@@ -130,10 +130,11 @@ def test_a_node_lost_mid_call_and_mid_check_the_call_retried_the_check_run_again
 
     s = scripted(tmp_path)
     s.write_plan([independent("P1"), independent("P2")])
-    s.write_script([creating("P1"), creating("P2", 5.0)])
+    s.write_script([creating("P1"), creating("P2", 4.0)])
     (s.root / "ai/harness.toml").write_text(
         '[identity]\nname = "harness"\nemail = "harness@example.invalid"\n\n'
-        '[verify]\ntest = "sleep 3"\n'
+        # Slow on P1's tree alone (P2's holds src/p2.py too): the node goes under it.
+        '[verify]\ntest = "test -e src/p2.py || sleep 3"\n'
     )
     doomed = next(n for n in cluster.worker_nodes)
     left = set(cluster.tmp.glob("harness-*"))
@@ -210,6 +211,40 @@ def test_no_cluster_named_or_none_there_is_refused_before_anything_is_written(
         assert said in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert not (s.root / "ai/tasks/demo/progress.ndjson").exists()
         assert s.git("status", "--porcelain") == before
+
+
+def test_a_node_that_cannot_make_the_sandbox_fails_the_call_closed(
+    tmp_path: Path, cluster: Any
+) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: no namespaces here' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    path = os.environ["PATH"]
+    os.environ["PATH"] = f"{fake}:{path}"  # what the node's processes start with
+    try:
+        boxless = cluster.add_node(num_cpus=2)
+    finally:
+        os.environ["PATH"] = path
+    for node in [n for n in cluster.worker_nodes if n is not boxless]:
+        cluster.remove_node(node)
+    cluster.wait_for_nodes()
+    (tmp_path / "s").mkdir()
+    s = scripted(tmp_path / "s")
+    s.write_plan([independent("P1")])
+    s.write_script([creating("P1")])
+    res = s.cli("run", "demo", "--executor", "ray", env=on(cluster))
+    # As a local run without a sandbox: halted, the worker never run bare, nothing landed.
+    assert res.returncode == 1, res.stderr
+    assert "no sandbox: bwrap cannot make a sandbox here: bwrap: no namespaces" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert not any(e["event"] == "subagent_succeeded" for e in s.events())
+    assert not (s.root / "src/p1.py").exists()
+    # And a cluster left with no node to run anything on is refused, not waited on.
+    cluster.remove_node(boxless)
+    res = s.cli("run", "demo", "--executor", "ray", env=on(cluster))
+    assert res.returncode == 2, res.stderr
+    assert "the cluster has no CPU to run calls and checks on" in res.stderr
 
 
 def test_a_driver_without_the_clusters_token_is_refused(tmp_path: Path, cluster: Any) -> None:

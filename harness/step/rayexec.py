@@ -88,7 +88,9 @@ def connect() -> None:
     except (ConnectionError, RuntimeError, rayerr.RayError) as exc:
         said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InvalidInput(f"{what}: the cluster did not take harness: {said}; {AUTH}") from None
-    if ray.cluster_resources().get("CPU", 0) < 1:
+    # Ray leaves this one untyped: it returns {resource: amount} over the live nodes.
+    resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+    if resources.get("CPU", 0) < 1:
         # Each call and check takes a CPU: with none, they would wait for ever, unsaid.
         raise InvalidInput(f"{what}: the cluster has no CPU to run calls and checks on")
 

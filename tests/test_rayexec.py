@@ -184,7 +184,7 @@ def test_a_node_lost_mid_call_and_mid_check_the_call_retried_the_check_run_again
     assert s.cli("audit", "demo").returncode == 0
 
 
-def test_no_cluster_named_or_none_there_is_refused_before_anything_is_written(
+def test_no_ray_no_cluster_or_none_there_is_refused_before_anything_is_written(
     tmp_path: Path,
 ) -> None:
     _ray()
@@ -194,6 +194,19 @@ def test_no_cluster_named_or_none_there_is_refused_before_anything_is_written(
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
+    # A Python where ray is not installed: a module named ray that says so on import.
+    shadow = tmp_path / "noray" / "ray"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError('no ray', name='ray')\n")
+    res = subprocess.run(
+        [*HARNESS, "run", "demo", "--executor", "ray", "--quiet", "--repo", str(s.root)],
+        env={**env, "PYTHONPATH": str(shadow.parent), "RAY_ADDRESS": "127.0.0.1:1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2, res.stderr
+    assert "--executor ray needs ray: pip install 'harness[ray]'" in res.stderr, res.stderr
     for address, said in (
         (None, "RAY_ADDRESS is not set"),
         (f"127.0.0.1:{port}", "nothing answers there"),

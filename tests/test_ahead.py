@@ -63,6 +63,11 @@ FATES = ("ok", "check", "worker", "reorient", "gate", "apply", "loop", "human")
 MODES = ("stop", "continue", "skip_dependents")
 
 
+def script(fates: dict[str, str], child: dict[str, str] | None) -> dict[str, Any]:
+    """The answers of a plan, P3 a plan of its own when `child` gives its subtasks."""
+    return answers({k: v for k, v in fates.items() if not child or k != "P3"} | (child or {}))
+
+
 def result(*diffs: tuple[str, str]) -> dict[str, Any]:
     return {"diffs": [{"file": f, "patch": p} for f, p in diffs], "artifacts": [], "notes": []}
 
@@ -106,8 +111,8 @@ def verdict(action: str) -> dict[str, Any]:
 
 
 def plan(fates: dict[str, str], modes: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """Four subtasks each creating a file of its own, supervised or a loop as their `fates`
-    say, with the on_error `modes` say (stop by default); P3 waits for P1."""
+    """A subtask per fate, each creating a file of its own, supervised or a loop as its
+    fate says, with the on_error `modes` say (stop by default); P3 waits for P1."""
     return [
         {
             "on_error": (modes or {}).get(sid, "stop"),
@@ -122,13 +127,26 @@ def plan(fates: dict[str, str], modes: dict[str, str] | None = None) -> list[dic
             "creates": [f"src/{sid.lower()}.py"],
             "depends_on": ["P1"] if sid == "P3" else [],
         }
-        for sid in IDS
+        for sid in fates
     ]
 
 
-def prepared(where: Path, fates: dict[str, str], modes: dict[str, str] | None = None) -> Path:
-    """The demo's repository with the plan, CONFIG and a supervisor."""
-    root = repository(where, plan(fates, modes))
+def prepared(
+    where: Path,
+    fates: dict[str, str],
+    modes: dict[str, str] | None = None,
+    child: dict[str, str] | None = None,
+) -> Path:
+    """The demo's repository with the plan, CONFIG and a supervisor; with `child`, P3 is a
+    plan of its own (task child) whose subtasks have those fates."""
+    top = plan(fates, modes)
+    if child:
+        top[2] = {"id": "P3", "plan": "child", "depends_on": ["P1"]}
+    root = repository(where, top)
+    if child:
+        doc = {"task_id": "child", "created": CLOCK, "subtasks": plan(child)}
+        Layout(root).plan("child").parent.mkdir(parents=True)
+        Layout(root).plan("child").write_bytes(orjson.dumps(doc))
     registry = Layout(root).registry
     doc = orjson.loads(registry.read_bytes())
     doc["agents"].append(doc["agents"][0] | {"id": "auditor", "capabilities": ["audit"]})
@@ -269,12 +287,12 @@ def calls_first(seed: int) -> Pick:
 
 @dataclass
 class Outcome:
-    log: bytes
+    record: dict[str, bytes]  # every file of ai/: the log, exchanges, evidence, checklist
     commits: list[str]  # the subtasks' commits, in the order they landed
     trees: list[str]
     checked: list[tuple[Any, ...]]  # the checks whose verdicts were used, in order
     given: list[tuple[Any, ...]]  # every check an executor was given
-    ahead: int  # checks used that had started while another change was checked
+    ahead: list[str]  # whose checks used had started while another change was checked
     used: list[int]  # which of `given` were used, in order
 
 
@@ -305,10 +323,16 @@ def shuffled(pick: Pick) -> Iterator[list[Shuffled]]:
         yield made
 
 
-def outcome(root: Path, checked: list[Work], given: list[Work], ahead: int) -> Outcome:
+def record(root: Path) -> dict[str, bytes]:
+    """Every file of ai/: the record."""
+    ai = Layout(root).ai
+    return {p.relative_to(ai).as_posix(): p.read_bytes() for p in ai.rglob("*") if p.is_file()}
+
+
+def outcome(root: Path, checked: list[Work], given: list[Work], ahead: list[str]) -> Outcome:
     commits, trees = landed(root)
     return Outcome(
-        Layout(root).log("demo").read_bytes(),
+        record(root),
         commits,
         trees,
         [key(root, w) for w in checked],
@@ -343,10 +367,11 @@ def serial(
     slots: int,
     modes: dict[str, str] | None = None,
     worker: Scripted | None = None,
+    child: dict[str, str] | None = None,
 ) -> Outcome:
     """A run that checks each change only at its turn; the checks it ran, in order; each
     answer asked for once, unless the test brings its own `worker`."""
-    root = prepared(where, fates, modes)
+    root = prepared(where, fates, modes, child)
     ran: list[Work] = []
     real = sequence.run
 
@@ -355,12 +380,12 @@ def serial(
         return real(work, *rest)
 
     # A run halted (for a person's approval) with calls in flight makes them again.
-    mine = worker or Scripted(answers(fates), again=True)
+    mine = worker or Scripted(script(fates, child), again=True)
     with mock.patch.object(checking, "run", recorded):
         finished(root, mine, slots, ahead=False)
     if worker is None:
         mine.assert_used()
-    return outcome(root, ran, ran, 0)
+    return outcome(root, ran, ran, [])
 
 
 def ahead(
@@ -369,11 +394,12 @@ def ahead(
     pick: Pick,
     modes: dict[str, str] | None = None,
     worker: Scripted | None = None,
+    child: dict[str, str] | None = None,
 ) -> Outcome:
     """A run with SLOTS slots checking ahead, its results handed back as `pick` says; each
     answer asked for once, unless the test brings its own `worker`."""
-    root = prepared(where, fates, modes)
-    mine = worker or Scripted(answers(fates), again=True)
+    root = prepared(where, fates, modes, child)
+    mine = worker or Scripted(script(fates, child), again=True)
     with shuffled(pick) as made:
         finished(root, mine, SLOTS)
     if worker is None:
@@ -385,16 +411,17 @@ def ahead(
     return outcome(root, works, [h.work for h in given if h.work is not None], early(timeline))
 
 
-def early(timeline: list[tuple[str, Held]]) -> int:
-    """The runs used that were made ahead: another's verdict was used between their start
-    and their use."""
-    count, started = 0, {}
+def early(timeline: list[tuple[str, Held]]) -> list[str]:
+    """Whose runs used were made ahead: another's verdict was used between their start and
+    their use."""
+    made, started = [], {}
     for i, (kind, held) in enumerate(timeline):
         if kind == "start":
             started[id(held)] = i
         elif any(k == "use" for k, _ in timeline[started[id(held)] : i]):
-            count += 1
-    return count
+            assert held.work is not None
+            made.append(held.work.sub.id)
+    return made
 
 
 @contextmanager
@@ -470,9 +497,10 @@ def test_a_check_failing_ahead_or_a_persons_act_discards_the_runs_built_before(
             else:
                 outcomes.append(ahead(tmp_path / name, fates, calls_first(0), worker=worker))
     base, out = outcomes
-    assert (out.log, out.commits, out.trees) == (base.log, base.commits, base.trees)
+    assert (out.record, out.commits, out.trees) == (base.record, base.commits, base.trees)
     assert out.checked == base.checked
-    assert (b"token W1 is revoked" in out.log) == (meanwhile == "revoke")
+    log = out.record["tasks/demo/progress.ndjson"]
+    assert (b"token W1 is revoked" in log) == (meanwhile == "revoke")
     bad = next(g[2] for g in out.given if g[0] == "P1" and MARKER in str(g[3]))
     stale = built_on(out, bad)
     assert [g[0] for g in stale] == ["P2"]  # made ahead on P1's failing change...
@@ -481,7 +509,19 @@ def test_a_check_failing_ahead_or_a_persons_act_discards_the_runs_built_before(
     before = [i for i, g in enumerate(out.given) if g[0] == "P2" and g[1] == good]
     assert before  # P2's checks ran ahead on P1's change before the person acted...
     assert not set(before[:1]) & set(out.used)  # ... and that run was never used
-    assert out.ahead >= 1
+    assert out.ahead  # while runs made ahead after it were
+
+
+def test_a_plan_nested_in_the_plan_checks_ahead_and_records_what_serial_checks_do(
+    tmp_path: Path,
+) -> None:
+    fates, child = {"P1": "check", "P2": "ok", "P3": "ok", "P4": "ok"}, {"C1": "ok", "C2": "check"}
+    base = serial(tmp_path / "serial", fates, SLOTS, child=child)
+    out = ahead(tmp_path / "ahead", fates, calls_first(0), child=child)
+    assert (out.record, out.commits, out.trees) == (base.record, base.commits, base.trees)
+    assert "tasks/child/progress.ndjson" in out.record
+    assert out.checked == base.checked
+    assert {"P2", "C2"} <= set(out.ahead)  # in the plan, and in the plan it runs
 
 
 @settings(FAST, max_examples=3)
@@ -499,11 +539,11 @@ def test_whatever_ends_first_and_fails_ahead_the_log_and_commits_are_checking_on
         assert base.trees == one_slot.trees
     for name, pick in (("first", calls_first(seed)), ("random", random_pick(seed))):
         out = ahead(tmp_path / name, drawn, pick, modes)
-        assert (out.log, out.commits, out.trees) == (base.log, base.commits, base.trees)
+        assert (out.record, out.commits, out.trees) == (base.record, base.commits, base.trees)
         # Every verdict used came from a run on exactly the tree its change landed on.
         assert out.checked == base.checked
         if name == "first" and drawn["P1"] == "ok" and drawn["P2"] in ("ok", "check"):
-            assert out.ahead >= 1  # P2's checks ran while P1's did
+            assert "P2" in out.ahead  # P2's checks ran while P1's did
 
 
 # -- killed while runs ahead are under way ------------------------------------------------------
@@ -515,12 +555,6 @@ class Killed(BaseException):
 
 def kill() -> None:
     raise Killed
-
-
-def record(root: Path) -> dict[str, bytes]:
-    """Every file of ai/: the record."""
-    ai = Layout(root).ai
-    return {p.relative_to(ai).as_posix(): p.read_bytes() for p in ai.rglob("*") if p.is_file()}
 
 
 @settings(FAST, max_examples=3)

@@ -1,11 +1,13 @@
 """Checks ahead of their turn (harness/step/ahead.py) are safe: whatever order calls and
-checks end in, and whatever fails ahead, the same trees land in plan order as with one slot,
-and the log bytes and commits are those of checking one change at a time.
+checks end in, whatever fails ahead or a person does meanwhile, and wherever a run is
+killed, the same trees land in plan order as with one slot, and the record (log, exchanges,
+evidence) and commits are those of checking one change at a time (--serial-checks).
 
 The runs are in-process (tests/scripted.py) on real git repositories with a real [verify]
 test command: it fails when a file of src/ holds MARKER. An executor wrapping the real one
 holds every call's and check's result and hands them back in an order drawn by hypothesis,
-and keeps every check it was given and which of them were used."""
+and keeps every check it was given and which of them were used, so each test also shows
+that runs were made ahead, and that those made on what changed were never used."""
 
 from __future__ import annotations
 
@@ -74,14 +76,14 @@ def result(*diffs: tuple[str, str]) -> dict[str, Any]:
 
 def answers(fates: dict[str, str]) -> dict[str, list[str | dict[str, Any]]]:
     """Each subtask's answers: its fate's first, then a good one if that fails."""
-    script: dict[str, list[str | dict[str, Any]]] = {}
+    found: dict[str, list[str | dict[str, Any]]] = {}
     for sid, fate in fates.items():
         path = f"src/{sid.lower()}.py"
         good = result((path, new_file_patch(path, [f"NAME = {sid!r}"])))
         if fate in ("reorient", "loop"):
-            again = result((path, new_file_patch(path, ["NAME = 'first'"])))
-            script[sid] = (
-                [again, verdict("REORIENT"), good, verdict("CONTINUE")]
+            other = result((path, new_file_patch(path, ["NAME = 'first'"])))
+            found[sid] = (
+                [other, verdict("REORIENT"), good, verdict("CONTINUE")]
                 if fate == "reorient"
                 else [good, result()]
             )
@@ -100,8 +102,8 @@ def answers(fates: dict[str, str]) -> dict[str, list[str | dict[str, Any]]]:
                 )
             ),
         }[fate]
-        script[sid] = [first] if fate in ("ok", "human") else [first, good]
-    return script
+        found[sid] = [first] if fate in ("ok", "human") else [first, good]
+    return found
 
 
 def verdict(action: str) -> dict[str, Any]:
@@ -181,12 +183,11 @@ Pick = Callable[[list[Held]], Held | None]  # the result to hand back now, of th
 class Shuffled:
     """The real executor, whose results are handed back one at a time in an order `pick`
     draws among those that are in: each time nothing new came in for a moment, so that
-    several compete. Keeps every check it was given (`given`) in order."""
+    several compete. Keeps when each check was given to it and when the step used it."""
 
     real: executors.Executor
     pick: Pick
     held: list[Held] = field(default_factory=list)
-    given: list[Held] = field(default_factory=list)
     # ("start", check) and ("use", check), as they happened
     timeline: list[tuple[str, Held]] = field(default_factory=list)
     stopped: bool = False
@@ -202,7 +203,6 @@ class Shuffled:
         with self.cond:
             self.held.append(held)
             if work is not None:
-                self.given.append(held)
                 self.timeline.append(("start", held))
         inner.add_done_callback(lambda _: self.wake())
         return held.outer

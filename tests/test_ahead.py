@@ -524,6 +524,20 @@ def test_a_plan_nested_in_the_plan_checks_ahead_and_records_what_serial_checks_d
     assert {"P2", "C2"} <= set(out.ahead)  # in the plan, and in the plan it runs
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="orchestrator.py Run.go: while a change is checked its slot is filled (launch() "
+    "before settle); when its checks fail, its retry waits for a slot, and the subtask "
+    "launched in it lands first",
+)
+def test_a_change_retried_after_its_checks_failed_lands_in_plan_order_with_two_slots(
+    tmp_path: Path, one_slot: Outcome
+) -> None:
+    # With serial checks as with checks ahead: P1, P3, P2, P4 land, not P1, P2, P3, P4.
+    two = serial(tmp_path, {"P1": "ok", "P2": "check", "P3": "ok", "P4": "ok"}, 2)
+    assert two.trees == one_slot.trees
+
+
 @settings(FAST, max_examples=3)
 @given(
     fates=st.lists(st.sampled_from(FATES), min_size=len(IDS), max_size=len(IDS)),
@@ -535,7 +549,9 @@ def test_whatever_ends_first_and_fails_ahead_the_log_and_commits_are_checking_on
 ) -> None:
     drawn, modes = dict(zip(IDS, fates, strict=True)), dict(zip(IDS, on_error, strict=True))
     base = serial(tmp_path / "serial", drawn, SLOTS, modes)
-    if not {"gate", "apply"} & set(fates):  # no step failed: all land in plan order
+    # No step failed: all land in plan order (with four subtasks and three slots, a retry
+    # always finds a slot: see the test above for two).
+    if not {"gate", "apply"} & set(fates):
         assert base.trees == one_slot.trees
     for name, pick in (("first", calls_first(seed)), ("random", random_pick(seed))):
         out = ahead(tmp_path / name, drawn, pick, modes)

@@ -23,53 +23,26 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_parallel import CLOCK, patch
-from bench_run import open_token, use_script
+import bench_parallel as parallel
 
-from harness.base import files
-from harness.importers import demo
 from harness.repository.layout import Layout
 
 TARGET = 1.3
 
 
 def prepare(root: Path, n: int, check_s: float) -> None:
-    """The demo sample whose only check is a test taking `check_s`, and a plan of n
-    independent subtasks answered at once."""
-    root.mkdir(parents=True)
-    demo.build(root)
-    layout = Layout(root)
-    layout.config.write_text(
+    """bench_parallel's plan of n independent subtasks, answered at once, in the demo
+    sample whose only check is a test taking `check_s`."""
+    parallel.prepare(root, n, 0.0, checks=False)
+    Layout(root).config.write_text(
         '[identity]\nname = "bench"\nemail = "bench@example.invalid"\n\n'
         f'[verify]\ntest = "sleep {check_s:g}"\n'
     )
-    subtasks = [
-        {
-            "id": f"P{i}",
-            "role": "localized-impl",
-            "goal": f"Add module p{i:03d}",
-            "inputs": [],
-            "acceptance": [],
-            "write_scope": "src/**",
-            "creates": [f"src/p{i:03d}.py"],
-        }
-        for i in range(n)
-    ]
-    files.atomic_write(
-        layout.plan("bench"),
-        files.pretty({"task_id": "bench", "created": CLOCK, "subtasks": subtasks}),
-    )
-    open_token(layout, "src/**")
-    answers = [
-        {"subtask": f"P{i}", "result": {"diffs": [{"file": f"src/p{i:03d}.py", "patch": patch(i)}]}}
-        for i in range(n)
-    ]
-    use_script(layout, answers)
 
 
 def run_harness(root: Path, slots: int, serial: bool) -> tuple[float, str]:
     """Wall time of one `harness run`, and the trees its subtasks' commits hold."""
-    env = {**os.environ, "HARNESS_CLOCK": CLOCK}
+    env = {**os.environ, "HARNESS_CLOCK": parallel.CLOCK}
     cmd = [sys.executable, "-m", "harness.cli", "run", "bench", "--repo", str(root)]
     cmd += ["--max-parallel", str(slots), *(["--serial-checks"] if serial else [])]
     start = time.perf_counter()

@@ -22,12 +22,15 @@ from dataclasses import replace
 from typing import Any
 
 from harness.base import files
+from harness.boundary import worker
 from harness.checks.sequence import Verdict, Work
 from harness.step import answering, checking, executors, gating, landing
 from harness.step.subtask import Flight, Subtask
 from harness.step.task import Task
 
-Pending = Callable[[], list[tuple[Subtask, Flight]]]
+# The answers taken and the calls in flight, in the order their changes land; with each
+# taken answer's outcome (None: not taken yet).
+Pending = Callable[[], list[tuple[Subtask, Flight, worker.Outcome | None]]]
 
 
 class Ahead:
@@ -58,7 +61,7 @@ class Ahead:
                 break
             # Woken by a run ending (a slot frees) or a call ending (an answer to check).
             waited: list[Future[Any]] = [future, *(f for _, f in self.runs if not f.done())]
-            waited += [f.future for _, f in self.pending() if f.future and not f.future.done()]
+            waited += [f.future for _, f, _ in self.pending() if f.future and not f.future.done()]
             wait(waited, return_when=FIRST_COMPLETED)
         # Runs of this subtask are spent: its change lands now, or its next attempt differs.
         for w, f in self.runs:
@@ -80,10 +83,10 @@ class Ahead:
         that cannot be told yet (still running, failed, refused, or a loop's round, whose
         next call lands next) or whose checks failed already."""
         tree = first.tree
-        for job, flight in self.pending():
+        for job, flight, taken in self.pending():
             if sum(1 for _, f in self.runs if not f.done()) >= self.slots:
                 return
-            outcome = answering.peek(job, flight)
+            outcome = taken or answering.peek(job, flight)
             if outcome is None or outcome.status != "ok" or job.sub.loop is not None:
                 return
             result = outcome.result

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from harness.base import scope
 from harness.base.errors import Halted, InvalidInput
-from harness.boundary import proc
+from harness.boundary import proc, worker
 from harness.record import protocol
 from harness.spec import plan as plan_mod
 from harness.step import ahead, budgets, executors, nesting, phases, preflight, units
@@ -76,9 +76,11 @@ class Run:
 
     Each call's base is fixed by the plan: with one slot, everything committed before it
     (the head at its launch); with more, the head its latest dependency left, in plan
-    order, or the head the run began on. Each change is gated, verified and committed on
-    the branch as it is taken, so it lands on, and is checked against, what precedes it;
-    with more slots, its checks may have run ahead, on exactly that tree (ahead.py)."""
+    order, or the head the run began on. Changes land in plan order: each is gated,
+    verified and committed on the branch at its turn (turn), so it lands on, and is checked
+    against, what precedes it; an answer taken while a subtask before it is called again
+    (its checks failed) waits for that one to land or end. With more slots, its checks may
+    have run ahead, on exactly that tree (ahead.py)."""
 
     def __init__(
         self,
@@ -94,7 +96,8 @@ class Run:
         self.after: dict[str, str] = {}  # subtask ended in this run -> the head it left
         self.flying: dict[str, tuple[Subtask, Flight]] = {}
         self.queued: list[Subtask] = []  # failed an attempt: their next call waits for a slot
-        self.landing: str | None = None  # taken, its change being checked and committed
+        # Answers taken (in plan order) whose change lands at its turn (turn()).
+        self.taken: dict[str, tuple[Subtask, Flight, worker.Outcome]] = {}
         self.first: list[str] = []  # landings a killed run left: taken before any call
         self.once = False  # `next`: no new subtask once one ended
         self.free = list(range(slots))  # worker folders not in use, lowest first
@@ -120,7 +123,20 @@ class Run:
         self.resume_open()
         self.once = once
         while True:
+            # A slot freed by an answer taken runs the next call while that change is
+            # checked (with one slot, the next call sees this one's commit: it waits).
             self.launch()
+            sid = self.turn()
+            if sid is not None:
+                job, flight, answered = self.taken.pop(sid)
+                ended = phases.settle(job, flight, answered)
+                if ended:
+                    self.ended(sid)
+                    call_id, commit, _ = model.done[sid]
+                    yield Finished(sid, call_id, commit)
+                else:
+                    self.queued.append(job)
+                continue
             if not self.flying:
                 unit = self.unit()
                 if unit is None:
@@ -135,18 +151,7 @@ class Run:
             if outcome is None:  # its retry, fallback or end comes first, in its slot
                 self.queued.append(job)
                 continue
-            if self.slots > 1 or self.task.recording is not None:
-                # The slot is free: the next call runs while this change is checked. (With
-                # one slot, the next call sees this one's commit: it waits.)
-                self.landing = sid
-                self.launch()
-                self.landing = None
-            if phases.settle(job, flight, outcome):
-                self.ended(sid)
-                call_id, commit, _ = model.done[sid]
-                yield Finished(sid, call_id, commit)
-            else:
-                self.queued.append(job)
+            self.taken[sid] = (job, flight, outcome)
         self.halt_if_failed()
         if once and self.after:
             return
@@ -169,9 +174,27 @@ class Run:
     def job(self, sub: plan_mod.Subtask, base: str | None) -> Subtask:
         return Subtask(self.task, sub, base, self.account, self.slots > 1, self.ahead)
 
-    def in_flight(self) -> list[tuple[Subtask, Flight]]:
-        """The calls in flight in the order their answers will be taken."""
-        return sorted(self.flying.values(), key=lambda f: self.position[f[0].sub.id])
+    def in_flight(self) -> list[tuple[Subtask, Flight, worker.Outcome | None]]:
+        """The answers taken and the calls in flight, in the order their changes will land
+        (None: not taken yet)."""
+        found: list[tuple[Subtask, Flight, worker.Outcome | None]] = [
+            (job, flight, None) for job, flight in self.flying.values()
+        ]
+        found += self.taken.values()
+        return sorted(found, key=lambda f: self.position[f[0].sub.id])
+
+    def turn(self) -> str | None:
+        """The taken answer whose change lands now: the first in plan order, unless a
+        subtask before it is in flight or waits to be called again (a retry after its
+        checks failed), which lands first. Nothing else can: changes land in plan order."""
+        if not self.taken:
+            return None
+        at = self.position.__getitem__
+        sid = min(self.taken, key=at)
+        before = [s for s in (*self.flying, *(j.sub.id for j in self.queued)) if at(s) < at(sid)]
+        # With nothing in flight, nothing before it can be called any more (a replay's
+        # record says no, a budget ran out): it lands.
+        return None if before and self.flying else sid
 
     def waiting(self, sub: plan_mod.Subtask) -> bool:
         model = self.task.model
@@ -182,9 +205,8 @@ class Run:
         )
 
     def busy(self) -> set[str]:
-        """Subtasks under way: in flight, waiting for a slot, or landing."""
-        found = {*self.flying, *(job.sub.id for job in self.queued)}
-        return found | ({self.landing} if self.landing is not None else set())
+        """Subtasks under way: in flight, waiting for a slot, or taken and landing."""
+        return {*self.flying, *(job.sub.id for job in self.queued), *self.taken}
 
     def launch(self) -> None:
         """Fill the free slots: first the subtasks whose next attempt waits for one, then,
@@ -196,7 +218,7 @@ class Run:
                 self.exhausted = self.exhausted or task.recording.exhausted()
                 if not task.recording.launches(self.busy() - {j.sub.id for j in self.queued}):
                     return
-            elif len(self.flying) >= self.slots:
+            elif len(self.flying) >= self.slots or (self.slots == 1 and self.taken):
                 return
             if self.queued:
                 self.queued.sort(key=lambda j: self.position[j.sub.id])

@@ -16,11 +16,9 @@ Usage: python bench/bench_ahead.py [--subtasks 8] [--check 2] [--slots 4] [--rou
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import bench_parallel as parallel
@@ -42,14 +40,7 @@ def prepare(root: Path, n: int, check_s: float) -> None:
 
 def run_harness(root: Path, slots: int, serial: bool) -> tuple[float, str]:
     """Wall time of one `harness run`, and the trees its subtasks' commits hold."""
-    env = {**os.environ, "HARNESS_CLOCK": parallel.CLOCK}
-    cmd = [sys.executable, "-m", "harness.cli", "run", "bench", "--repo", str(root)]
-    cmd += ["--max-parallel", str(slots), *(["--serial-checks"] if serial else [])]
-    start = time.perf_counter()
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    took = time.perf_counter() - start
-    if res.returncode != 0:
-        sys.exit(f"harness run failed ({res.returncode}):\n{res.stderr}")
+    took = parallel.run_harness(root, slots, *(["--serial-checks"] if serial else []))
     trees = subprocess.run(
         ["git", "-C", str(root), "log", "--format=%T %s", "--grep=^Harness-Subtask:"],
         check=True,

@@ -85,12 +85,13 @@ def prepare(root: Path, n: int, sleep: float, checks: bool) -> None:
     use_script(layout, answers)
 
 
-def run_harness(root: Path, slots: int) -> float:
+def run_harness(root: Path, slots: int, *more: str) -> float:
+    """Wall time of one `harness run --max-parallel slots` (and `more` options)."""
     env = {**os.environ, "HARNESS_CLOCK": CLOCK}
     cmd = [sys.executable, "-m", "harness.cli", "run", "bench", "--repo", str(root)]
     start = time.perf_counter()
     res = subprocess.run(
-        [*cmd, "--max-parallel", str(slots)], env=env, capture_output=True, text=True
+        [*cmd, "--max-parallel", str(slots), *more], env=env, capture_output=True, text=True
     )
     took = time.perf_counter() - start
     if res.returncode != 0:

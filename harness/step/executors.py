@@ -16,12 +16,12 @@ from harness.boundary import proc
 from harness.boundary.contain import Containment
 from harness.checks import sequence
 from harness.repository import repo
-from harness.step.executing import Call, Lost, checked
+from harness.step.executing import Call, checked
 from harness.step.task import Task, Worker
 
-# Call and Lost are the seam's words; they live in executing.py, which rayexec.py imports
-# too (it cannot import this module, which imports it).
-__all__ = ["Call", "Executor", "Local", "Lost", "answer", "checked", "make"]
+# Call is the seam's word; it lives in executing.py (with Lost, what an executor raises),
+# which rayexec.py imports too: it cannot import this module, which imports it.
+__all__ = ["Call", "Executor", "Local", "answer", "make"]
 
 
 class Executor(Protocol):

@@ -479,7 +479,7 @@ def test_a_plan_subtask_against_the_schema(repo: Sample) -> None:
     doc = repo.read_json("ai/tasks/demo/plan.json")
     del doc["subtasks"][1]["goal"]
     repo.write_json("ai/tasks/demo/plan.json", doc)
-    found(repo, (None, "ai/tasks/demo/plan.json: $.subtasks[1] must contain"))
+    found(repo, (None, "ai/tasks/demo/plan.json: $.subtasks[1]: 'goal' is a required property"))
 
 
 def test_a_log_cut_back_stays_caught_after_a_later_record_commit(repo: Sample) -> None:

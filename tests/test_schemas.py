@@ -1,5 +1,5 @@
-"""schemas.problem keeps jsonschema's verdict with the compiled schema answering first
-(issue 24, item 5): what the compiled schema takes, jsonschema takes too."""
+"""schemas.problem keeps jsonschema's verdict with the fast check (jsonschema-rs) answering
+first (issue 24, item 5): what the fast check takes, jsonschema takes too."""
 
 from __future__ import annotations
 

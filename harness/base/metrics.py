@@ -16,8 +16,6 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import fastjsonschema
-
 from harness.base import schemas
 
 SPENDING = ("cost_usd", "tokens", "turns")
@@ -32,9 +30,7 @@ def figure(name: str, value: object) -> float | None:
         return None
     if not math.isfinite(value):
         return None  # JSON Schema's bounds let NaN through: every comparison with it is false
-    try:
-        schemas.fast_validator("worker-output", _AT + name)(value)
-    except fastjsonschema.JsonSchemaException:
+    if not schemas.fast_check("worker-output", _AT + name)(value):
         return None
     # `or 0.0`: a cost of -0.0 passes `minimum: 0` and would print as $-0.0000.
     return (float(value) or 0.0) if name == "cost_usd" else int(value)

@@ -15,7 +15,6 @@ from collections.abc import Set
 from contextlib import ExitStack, suppress
 from typing import IO, Any
 
-import fastjsonschema
 import orjson
 
 from harness.base import files, schemas
@@ -174,9 +173,7 @@ def recorded_outcome(name: str, meta: bytes | None, hashes: dict[str, str]) -> d
         doc = orjson.loads(meta)
     except orjson.JSONDecodeError:
         return "meta.json is not JSON"
-    try:
-        schemas.fast_validator("exchange-meta")(doc)
-    except fastjsonschema.JsonSchemaException:
+    if not schemas.fast_check("exchange-meta")(doc):
         return f"meta.json: {schemas.problem('exchange-meta', doc)}"
     if doc["call_id"] != name:
         return f"meta.json names call {short(doc['call_id'])}"

@@ -1,12 +1,12 @@
 """One line of the log checked against schemas/progress-event.schema.json by hand.
 
-`harness audit` checks every event of a log against the schema, and the compiled schema
-was its largest share of time. This is the same check written out: its names, enums and
+`harness audit` checks every event of a log against the schema, and a validator was its
+largest share of time. This is the same check written out: its names, enums and
 patterns are read from the schema documents, so only the structure is hand-written, and
-tests/test_event_schema.py proves with hypothesis that it gives the compiled validator's
+tests/test_event_schema.py proves with hypothesis that it gives schemas.fast_check's
 verdict on any event, valid or not, and jsonschema's but for one case: Python's `$`
 matches before a final newline, so jsonschema takes an id or a timestamp that ends in one,
-which the compiled validator (and so the audit) has always refused.
+which the fast check (and so the audit) has always refused.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def checker() -> Callable[[Any], bool]:
     props = doc["properties"]
     allowed, required = frozenset(props), frozenset(doc["required"])
     events, statuses = frozenset(props["event"]["enum"]), frozenset(props["status"]["enum"])
-    # As the compiled validator reads a pattern: searched, each `$` the end of the text.
+    # As the fast check reads a pattern: searched, each `$` the end of the text.
     sha256, timestamp, pattern_id = (
         re.compile(defs[name]["pattern"].replace("$", r"\Z")).search
         for name in ("sha256", "timestamp", "id")

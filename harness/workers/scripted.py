@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from harness import __version__
-from harness.workers.shim import ShimError, read_envelope
+from harness.workers.envelopes import ShimError, read_envelope
 
 RETRY = "constrained-retry"
 AUDIT = "audit"

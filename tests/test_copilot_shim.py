@@ -297,7 +297,6 @@ def test_a_real_copilot_that_makes_no_edit_leaves_the_subtask_not_done(
 
 
 @pytest.mark.e2e
-@pytest.mark.waits
 @INSTALLED
 def test_a_refused_key_is_hard(home: Path, tmp_path: Path) -> None:
     with ModelAPI([error(401, times="always")]) as api:
@@ -342,7 +341,6 @@ QUICK = "timeouts = { soft_s = 30, hard_s = 45, idle_s = 10 }"
 
 
 @pytest.mark.e2e
-@pytest.mark.waits
 @INSTALLED
 def test_a_model_api_that_hangs_leaves_copilot_stuck_and_stopped(
     home: Path, tmp_path: Path

@@ -418,7 +418,6 @@ HANGS: dict[str, list[Step]] = {"claude": [hang()], "codex": [hang(headers=True)
 
 
 @pytest.mark.e2e
-@pytest.mark.waits
 @pytest.mark.parametrize(("cli", "case"), sorted(FAILURES))
 def test_failure(bare: Bare, cli: str, case: str) -> None:
     env = {"API_TIMEOUT_MS": "2000"} if cli == "claude" else {}
@@ -447,7 +446,6 @@ def test_claude_survives_one_cut(bare: Bare) -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.waits
 @pytest.mark.parametrize("cli", CLIS)
 def test_hang_without_a_timeout_knob(bare: Bare, cli: str) -> None:
     """A request never answered: no CLI gives up on its own within seconds. The server

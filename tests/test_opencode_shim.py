@@ -321,7 +321,6 @@ QUICK = "timeouts = { soft_s = 30, hard_s = 45, idle_s = 10 }"
 
 
 @pytest.mark.e2e
-@pytest.mark.waits
 @INSTALLED
 @pytest.mark.parametrize(
     ("status", "kind"), [(429, "retryable"), (503, "retryable"), (401, "hard")]
@@ -389,7 +388,6 @@ def test_an_entrys_tools_reach_opencodes_permissions(home: Path, tmp_path: Path)
 
 
 @pytest.mark.e2e
-@pytest.mark.waits
 @INSTALLED
 def test_a_model_api_that_hangs_is_given_up_on_after_idle_s(home: Path, tmp_path: Path) -> None:
     """The stream's headers, then nothing: opencode's provider gives up after the call's

@@ -237,7 +237,6 @@ FAILURES: dict[str, tuple[Callable[[], Step], str]] = {
 QUICK = "timeouts = { soft_s = 30, hard_s = 45, idle_s = 10 }"
 
 
-@pytest.mark.waits
 @pytest.mark.parametrize("failure", sorted(FAILURES))
 @pytest.mark.parametrize("cli", NAMES)
 def test_a_failing_model_api_is_classed_as_the_table_says(

@@ -8,6 +8,8 @@ only writer: an executor hands back bytes and verdicts; the step gates, commits 
 
 from __future__ import annotations
 
+import itertools
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
@@ -22,6 +24,8 @@ from harness.step.task import Task, Worker
 # Call is the seam's word; it lives in executing.py (with Lost, what an executor raises),
 # which rayexec.py imports too: it cannot import this module, which imports it.
 __all__ = ["Call", "Executor", "Local", "answer", "make"]
+
+_POOLS = itertools.count()  # each Local's threads named apart: a nested run has its own
 
 
 class Executor(Protocol):
@@ -44,8 +48,10 @@ class Local:
         self.answering: Worker = task.answering
         self.contain: Containment = task.contain
         self.root, self.cache = task.layout.root, task.layout.state / "coverage"
-        self.calls = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="harness-call")
-        self.checks = ThreadPoolExecutor(max_workers=2 * slots, thread_name_prefix="harness-check")
+        n = next(_POOLS)
+        self.names = (f"harness-call-{n}_", f"harness-check-{n}_")  # as the pools number them
+        self.calls = ThreadPoolExecutor(slots, thread_name_prefix=self.names[0][:-1])
+        self.checks = ThreadPoolExecutor(2 * slots, thread_name_prefix=self.names[1][:-1])
 
     def call(self, call: Call) -> Future[proc.Result]:
         return self.calls.submit(answer, self.answering, call)
@@ -56,6 +62,12 @@ class Local:
     def close(self) -> None:
         self.calls.shutdown(wait=True)
         self.checks.shutdown(wait=True)
+        # A Ctrl-C inside submit() can leave a thread started but not yet counted by its
+        # pool, which shutdown does not wait for: it would start its call once the run had
+        # let processes start again, and hold the interpreter's exit until the call ended.
+        for thread in threading.enumerate():
+            if thread.name.startswith(self.names) and thread is not threading.current_thread():
+                thread.join()
 
 
 def answer(answering: Worker, call: Call) -> proc.Result:

@@ -1,0 +1,41 @@
+"""step/executors.py: the Local executor's threads end with the run, however it is left."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from .conftest import subtask
+from .scripted import DIFF, Scripted, repository, run
+
+
+def _calls_alive() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("harness-call")]
+
+
+@pytest.mark.parametrize("interrupted", [True, False])
+def test_a_ctrl_c_while_a_call_thread_starts_leaves_no_thread_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interrupted: bool
+) -> None:
+    """Ctrl-C lands in ThreadPoolExecutor.submit while it waits for its new thread to start:
+    the thread runs, but its pool never counted it, so shutdown alone does not wait for it.
+    The run must: that thread's call would start after the run let processes start again,
+    and hold the interpreter's exit until it ended. The twin, not interrupted, completes."""
+    root = repository(tmp_path, [subtask("T1", creates=["src/made_*.py"])])
+    start = threading.Thread.start
+
+    def started_then_interrupted(self: threading.Thread) -> None:
+        start(self)
+        if interrupted and self.name.startswith("harness-call"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", started_then_interrupted)
+    worker = Scripted({"T1": [DIFF]}, delays={"T1": 0.5}, again=True)
+    if interrupted:
+        with pytest.raises(KeyboardInterrupt):
+            run(root, worker)
+    else:
+        assert run(root, worker) == ["T1"]
+    assert _calls_alive() == []

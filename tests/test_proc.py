@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import HarnessError
-from harness.boundary import proc, sandbox
+from harness.boundary import pipes, proc, sandbox
 from harness.boundary.proc import Result, base_env, capture, mark_cut, run, shell
 
 
@@ -149,6 +149,25 @@ def test_cwd_is_used(tmp_path: Path) -> None:
 def test_nonzero_exit_is_reported_not_raised(tmp_path: Path) -> None:
     res = run(["sh", "-c", "exit 7"], cwd=tmp_path, env=_env(tmp_path))
     assert (res.code, res.timed_out) == (7, None)
+
+
+def test_the_end_of_a_command_wakes_the_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command's end wakes harness's wait through its pidfd: a silent command is waited
+    for in one wake or two, not looked for again and again (each look was a chance to
+    notice the end up to POLL_S late)."""
+    wakes: list[float | None] = []
+    copy = pipes.Output._copy
+
+    def counted(self: pipes.Output, timeout: float | None) -> None:
+        wakes.append(timeout)
+        copy(self, timeout)
+
+    monkeypatch.setattr(pipes.Output, "_copy", counted)
+    res = run(["sleep", "0.3"], cwd=tmp_path, env=_env(tmp_path))
+    assert res.code == 0
+    assert 1 <= len(wakes) <= 3, wakes
 
 
 def test_signal_death_gives_negative_code(tmp_path: Path) -> None:

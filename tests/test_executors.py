@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from harness.boundary import proc
 
 from .conftest import subtask
 from .scripted import DIFF, Scripted, repository, run
@@ -39,3 +43,37 @@ def test_a_ctrl_c_while_a_call_thread_starts_leaves_no_thread_behind(
     else:
         assert run(root, worker) == ["T1"]
     assert _calls_alive() == []
+
+
+def test_a_ctrl_c_the_kernel_gives_a_call_thread_still_stops_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python acts on a signal in the main thread only; a SIGINT delivered to a call's thread
+    must still stop the run while the call goes on, not once it ends. The call here waits
+    for a release that comes 2 s later: the run must have begun stopping before it."""
+    root = repository(tmp_path, [subtask("T1", creates=["src/made_*.py"])])
+    released = threading.Event()
+    stopping: list[bool] = []
+    stop_all = proc.stop_all
+
+    def noted() -> None:
+        stopping.append(released.is_set())
+        stop_all()
+
+    monkeypatch.setattr(proc, "stop_all", noted)
+
+    class Interrupted(Scripted):
+        def call(self, *args: Any) -> proc.Result:
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+            released.wait(30)
+            return super().call(*args)
+
+    timer = threading.Timer(2, released.set)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(root, Interrupted({"T1": [DIFF]}, again=True))
+    finally:
+        released.set()
+        timer.cancel()
+    assert stopping[:1] == [False]

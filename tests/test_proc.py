@@ -157,14 +157,15 @@ def test_the_end_of_a_command_wakes_the_wait(
     """A command's end wakes harness's wait through its pidfd: a silent command is waited
     for in one wake or two, not looked for again and again (each look was a chance to
     notice the end up to POLL_S late)."""
-    wakes: list[float | None] = []
+    wakes: list[float] = []
     copy = pipes.Output._copy
 
-    def counted(self: pipes.Output, timeout: float | None) -> None:
+    def counted(self: pipes.Output, timeout: float) -> None:
         wakes.append(timeout)
         copy(self, timeout)
 
     monkeypatch.setattr(pipes.Output, "_copy", counted)
+    monkeypatch.setattr(pipes, "POLL_S", 10.0)
     res = run(["sleep", "0.3"], cwd=tmp_path, env=_env(tmp_path))
     assert res.code == 0
     assert 1 <= len(wakes) <= 3, wakes

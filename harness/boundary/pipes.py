@@ -73,11 +73,13 @@ class Output:
         try:
             wait = 0.0005  # short commands end fast: look often at first, as Popen.wait does
             while proc.poll() is None:
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
+                # At least every POLL_S: a signal the kernel gave another thread is acted on
+                # only when the main thread's wait returns.
+                left = POLL_S if end is None else min(end - time.monotonic(), POLL_S)
+                if left <= 0:
                     return False
                 if ended is None:
-                    left = min(POLL_S if left is None else left, wait)
+                    left = min(left, wait)
                     wait = min(wait * 2, POLL_S)
                 self._copy(left)
             return True
@@ -92,7 +94,7 @@ class Output:
         while self._selector.get_map() and (left := end - time.monotonic()) > 0:
             self._copy(left)
 
-    def _copy(self, timeout: float | None) -> None:
+    def _copy(self, timeout: float) -> None:
         for key, _ in self._selector.select(timeout):
             sink: _Sink | None = key.data
             if sink is None:  # the command's pidfd: it ended

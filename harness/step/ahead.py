@@ -17,14 +17,14 @@ run finished first, or which ran at all, changes only how long the run takes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future
 from dataclasses import replace
 from typing import Any
 
 from harness.base import files
 from harness.boundary import worker
 from harness.checks.sequence import Verdict, Work
-from harness.step import answering, checking, executors, gating, landing
+from harness.step import answering, checking, executing, executors, gating, landing
 from harness.step.subtask import Flight, Subtask
 from harness.step.task import Task
 
@@ -62,7 +62,7 @@ class Ahead:
             # Woken by a run ending (a slot frees) or a call ending (an answer to check).
             waited: list[Future[Any]] = [future, *(f for _, f in self.runs if not f.done())]
             waited += [f.future for _, f, _ in self.pending() if f.future and not f.future.done()]
-            wait(waited, return_when=FIRST_COMPLETED)
+            executing.waited(waited, FIRST_COMPLETED)
         # Runs of this subtask are spent: its change lands now, or its next attempt differs.
         for w, f in self.runs:
             if w.sub.id == work.sub.id:

@@ -29,6 +29,7 @@ def answer(job: Subtask, flight: Flight) -> worker.Outcome:
     limits = (task.config.max_output_bytes, task.config.max_artifact_bytes)
     exchange = flight.recorded
     if flight.future is not None and flight.staging is not None:
+        executing.waited([flight.future])
         try:
             result, lost = flight.future.result(), None
         except executing.Lost as gone:

@@ -4,8 +4,11 @@ a git of their own (what any executor falls back on to run them here)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from concurrent.futures import ALL_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.boundary.contain import Containment
 from harness.boundary.registry import Agent
@@ -46,3 +49,17 @@ def checked(
         return sequence.run(work, git, contain.box, scratch, cache)
     finally:
         git.close()
+
+
+WAKE_S = 0.1  # the longest a Ctrl-C waits while the scheduler waits for a call or a check
+
+
+def waited(futures: Collection[Future[Any]], return_when: str = ALL_COMPLETED) -> None:
+    """Wait as concurrent.futures.wait does, in slices of WAKE_S. Python acts on a signal
+    in the main thread only, and a wait blocked there is woken by one only when the kernel
+    gave it to that thread, which it need not: a Ctrl-C taken by a call's thread was acted
+    on only once the call ended."""
+    while True:
+        done, pending = wait(futures, timeout=WAKE_S, return_when=return_when)
+        if not pending or (done and return_when != ALL_COMPLETED):
+            return

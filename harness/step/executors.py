@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
@@ -26,6 +27,7 @@ from harness.step.task import Task, Worker
 __all__ = ["Call", "Executor", "Local", "answer", "make"]
 
 _POOLS = itertools.count()  # each Local's threads named apart: a nested run has its own
+START_S = 5.0  # the longest a thread being started when Ctrl-C came takes to start
 
 
 class Executor(Protocol):
@@ -67,7 +69,22 @@ class Local:
         # let processes start again, and hold the interpreter's exit until the call ended.
         for thread in threading.enumerate():
             if thread.name.startswith(self.names) and thread is not threading.current_thread():
-                thread.join()
+                _join(thread)
+
+
+def _join(thread: threading.Thread) -> None:
+    """Wait for the thread to end, also one that was being started when Ctrl-C came: its
+    start may still be under way (join refuses a thread not yet started), or may never
+    happen, when Ctrl-C came before the thread was made (it then runs nothing)."""
+    deadline = time.monotonic() + START_S
+    while True:
+        try:
+            thread.join()
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.001)
 
 
 def answer(answering: Worker, call: Call) -> proc.Result:

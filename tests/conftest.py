@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -212,6 +213,13 @@ def completed_demo(where: Path) -> Sample:
     res = made.cli("run", "demo")
     assert res.returncode == 0, res.stderr
     return made
+
+
+# A suite started in the background by a shell without job control (`cmd &` in a script)
+# ignores SIGINT, and so would every harness it starts: the Ctrl-C tests need it as a
+# user's terminal delivers it. (Python turns an ignored SIGINT at start into no handler.)
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hypothesis import given, settings
@@ -25,17 +26,38 @@ json_values = st.recursive(
 )
 
 
-def pattern(name: str) -> st.SearchStrategy[str]:
-    return st.from_regex(DEFS[name]["pattern"].rstrip("$") + r"\Z")
+HEX, DIGITS = "0123456789abcdef", "0123456789"
+ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def digits(n: int) -> st.SearchStrategy[str]:
+    return st.text(DIGITS, min_size=n, max_size=n)
+
+
+# The patterns' languages built from whole strings, which hypothesis draws in one choice
+# each, where st.from_regex draws a character at a time (then most of this test's time).
+# test_the_built_values_are_what_the_patterns_take holds them to the schema.
+PATTERNS: dict[str, st.SearchStrategy[str]] = {
+    "sha256": st.text(HEX, min_size=64, max_size=64),
+    "timestamp": st.builds(
+        "{}-{}-{}T{}:{}:{}{}Z".format,
+        digits(4),
+        *(digits(2) for _ in range(5)),
+        st.just("") | st.text(DIGITS, min_size=1, max_size=4).map(".".__add__),
+    ),
+    "id": st.builds(
+        str.__add__, st.text(ALNUM, min_size=1, max_size=1), st.text(ALNUM + "._-", max_size=63)
+    ),
+}
 
 
 GOOD: dict[str, st.SearchStrategy[Any]] = {
     "seq": st.integers(min_value=0, max_value=2**70)
     | st.floats(0, 1e6).map(lambda f: float(int(f))),
-    "prev": pattern("sha256"),
-    "ts": pattern("timestamp"),
-    "task_id": pattern("id"),
-    "step": pattern("id"),
+    "prev": PATTERNS["sha256"],
+    "ts": PATTERNS["timestamp"],
+    "task_id": PATTERNS["id"],
+    "step": PATTERNS["id"],
     "event": st.sampled_from(PROPS["event"]["enum"]),
     "status": st.sampled_from(PROPS["status"]["enum"]),
     "agent": st.text(min_size=1, max_size=3),
@@ -102,6 +124,15 @@ def test_the_hand_check_gives_the_schemas_verdict(event: Any) -> None:
     assert verdict == fast(event)
     if not ends_in_newline(event):
         assert verdict == (schemas.problem("progress-event", event) is None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(sorted(PATTERNS)).flatmap(lambda name: st.tuples(st.just(name), PATTERNS[name]))
+)
+def test_the_built_values_are_what_the_patterns_take(drawn: tuple[str, str]) -> None:
+    name, value = drawn
+    assert re.fullmatch(DEFS[name]["pattern"].lstrip("^").rstrip("$"), value)
 
 
 def test_a_final_newline_is_refused_as_the_fast_check_refuses_it() -> None:

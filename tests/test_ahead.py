@@ -36,12 +36,20 @@ from harness.checks.deferred import Deferred
 from harness.checks.sequence import Verdict, Work
 from harness.record import progress, tokens
 from harness.repository.layout import Layout
-from harness.step import answering, checking, executors, landing, supervising, supervision
+from harness.step import (
+    answering,
+    checking,
+    executors,
+    gating,
+    landing,
+    supervising,
+    supervision,
+)
 from harness.step.supervision import CONTINUE
 from harness.step.task import Task
 
 from .builders import FAST, git
-from .conftest import Sample, new_file_patch, scripted
+from .conftest import Sample, new_file_patch, scripted, subtask
 from .scripted import CLOCK, Scripted, load, repository, run
 
 MARKER = "MARKER"  # a file of src/ holding it fails the test command
@@ -639,3 +647,31 @@ def test_harness_run_killed_while_checks_run_ahead_finishes_as_if_never_killed(
     replayed = s.cli("replay", "demo")  # the record rebuilds the same commits
     assert replayed.returncode == 0, replayed.stderr
     assert all(c in replayed.stdout for c in whole[1][0])
+
+
+def test_with_no_check_that_runs_a_command_nothing_is_gated_ahead(tmp_path: Path) -> None:
+    """Checks that run no command end as they start: every answer is gated once, at its
+    turn, and the record is the one checking one change at a time writes."""
+    ids = ("P1", "P2", "P3")
+    subtasks = [subtask(sid, creates=[f"src/made_{sid.lower()}_1.py"]) for sid in ids]
+    gated: list[str] = []
+    real = gating.gate
+
+    def gate(job: Any, *rest: Any) -> Any:
+        gated.append(job.sub.id)
+        return real(job, *rest)
+
+    records = []
+    for name, ahead_on in (("ahead", True), ("serial", False)):
+        root = repository(tmp_path / name, subtasks)
+        # P1 answers last: the answers behind it are in when it is taken.
+        worker = Scripted({sid: ["diff"] for sid in ids}, {"P1": 0.3})
+        gated.clear()
+        with (
+            mock.patch.object(gating, "ahead", side_effect=AssertionError("gated ahead")),
+            mock.patch.object(gating, "gate", side_effect=gate),
+        ):
+            assert run(root, worker, slots=3, ahead=ahead_on) == list(ids)
+        assert gated == list(ids)
+        records.append(record(root))
+    assert records[0] == records[1]

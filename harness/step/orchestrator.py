@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from harness.base import scope
 from harness.base.errors import Halted, InvalidInput
 from harness.boundary import proc, worker
+from harness.checks.sequence import runs_commands
 from harness.record import protocol
 from harness.spec import plan as plan_mod
 from harness.step import ahead, budgets, executors, nesting, phases, preflight, units
@@ -115,7 +116,14 @@ class Run:
         )
         self.exhausted: budgets.Exhausted | None = None  # the budget that stopped launches
         # A replay takes its checks' results from the record, or runs them at their turn.
-        checks_ahead = slots > 1 and task.ahead and recording is None
+        # Checks that run no command are over as soon as they start: gating and applying
+        # the answers behind a change for them would only delay the launches that follow.
+        checks_ahead = (
+            slots > 1
+            and task.ahead
+            and recording is None
+            and any(runs_commands(task.config.verify, sub) for sub in task.plan.subtasks)
+        )
         self.ahead = ahead.Ahead(task, executor, slots, self.in_flight) if checks_ahead else None
 
     def go(self, once: bool) -> Iterator[Finished | None]:

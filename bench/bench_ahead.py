@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 import bench_parallel as parallel
+import fresh
 
 from harness.repository.layout import Layout
 
@@ -57,6 +58,7 @@ def main() -> int:
     parser.add_argument("--slots", type=int, default=4, help="--max-parallel of the run")
     parser.add_argument("--rounds", type=int, default=1, help="best of")
     args = parser.parse_args()
+    fresh.bytecode()
     if min(args.subtasks, args.slots, args.rounds) < 1 or args.check <= 0:
         parser.error("--subtasks, --slots and --rounds must be >= 1, --check > 0")
     n, slots = args.subtasks, args.slots

@@ -29,6 +29,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
+import fresh
 from bench_run import open_token
 
 from harness.base import clock, files
@@ -399,6 +400,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--keep", help="generate into this directory, or reuse what is there")
     args = parser.parse_args()
+    fresh.bytecode()
     if shutil.which("jq") is None:
         raise SystemExit("jq is not installed: it is the baseline")
     subtasks = max(1, round((args.events - 2) / EVENTS_PER_SUBTASK))

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import fresh
 import orjson
 
 from harness.base import scope
@@ -466,6 +467,7 @@ def main() -> int:
     parser.add_argument("--cli", choices=NAMES, action="append", help="default: all three")
     parser.add_argument("--runs", type=int, default=3, help="rounds per CLI; medians")
     args = parser.parse_args()
+    fresh.bytecode()
     if args.runs < 1:
         parser.error("--runs must be >= 1")
     with tempfile.TemporaryDirectory(prefix="harness-bench-startup-") as tmp:

@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import fresh
 from bench_run import open_token, use_script
 
 from harness.base import files
@@ -126,6 +127,7 @@ def main() -> int:
     parser.add_argument("--slots", type=int, default=4, help="--max-parallel of the run")
     parser.add_argument("--rounds", type=int, default=3, help="best of")
     args = parser.parse_args()
+    fresh.bytecode()
     if min(args.subtasks, args.slots, args.rounds) < 1 or args.sleep <= 0:
         parser.error("--subtasks, --slots and --rounds must be >= 1, --sleep > 0")
     n, slots, sleep = args.subtasks, args.slots, args.sleep

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import fresh
+
 from harness.base import files
 from harness.importers import demo
 from harness.repository.layout import Layout
@@ -74,6 +76,7 @@ def main() -> int:
     parser.add_argument("--large", type=int, default=10000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    fresh.bytecode()
     best: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
         for n in (args.small, args.large):

@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import fresh
 import orjson
 
 from harness.base import files
@@ -173,6 +174,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--files", type=int, default=0, help="extra committed files")
     args = parser.parse_args()
+    fresh.bytecode()
     best_h, best_l = float("inf"), float("inf")
     for r in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:

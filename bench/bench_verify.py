@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import fresh
 from bench_run import prepare, run_harness
 
 from harness.checks.verify import Runner
@@ -65,6 +66,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--subtasks", type=int, default=20)
     args = parser.parse_args()
+    fresh.bytecode()
     with_gate, bare, commands = gate_overhead(args.subtasks)
     baseline = bare + commands
     print(f"subtasks: {args.subtasks}")

@@ -29,8 +29,7 @@ from harness.base import scope
 from harness.boundary import policy
 from harness.workers.envelopes import Envelope as Envelope
 from harness.workers.envelopes import ShimError as ShimError
-from harness.workers.envelopes import read_envelope as read_envelope
-from harness.workers.envelopes import retry_after as retry_after
+from harness.workers.envelopes import read_envelope
 
 EXIT = {"ok": 0, "retryable": 1, "hard": 2}
 ANSWER_FIELDS = ("plan", "risks", "notes", "metrics", "artifacts", "verdict")

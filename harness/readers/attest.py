@@ -47,7 +47,7 @@ class _Commit:
 
     def __init__(self, git: repo.Repo, layout: Layout, sha: str) -> None:
         self.git, self.layout, self.sha = git, layout, sha
-        self.tree = str(git.repo.commit(sha).tree.hexsha)
+        self.tree = git.tree_of(sha)
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.layout.root).as_posix()
@@ -70,11 +70,7 @@ class _Commit:
         return self.git.blob_hashes(self.sha, [rel])[rel]
 
     def folders(self, rel: str) -> list[str]:
-        try:
-            tree = self.git.repo.commit(self.sha).tree / rel
-        except KeyError:
-            return []
-        return sorted(str(t.name) for t in tree.trees)
+        return self.git.folders(self.sha, rel)
 
 
 def _statement(at: _Commit, task_id: str) -> dict[str, Any]:

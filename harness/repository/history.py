@@ -4,22 +4,24 @@ user's uncommitted changes, and git's bulk listings as Spools."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import IO
 
-import git
-
-from harness.base.errors import InvalidInput
+from harness.base.errors import HarnessError, InvalidInput
+from harness.repository import objects
 from harness.repository.process import Git, Spool
 
 
 class History(Git):
     def head(self) -> str:
-        try:
-            return self.repo.head.commit.hexsha
-        except ValueError:
-            raise InvalidInput("the repository has no commits yet") from None
+        found = self.odb.get("HEAD")
+        if found is None:
+            raise InvalidInput("the repository has no commits yet")
+        if found.kind != "commit":
+            raise InvalidInput(f"HEAD names a {found.kind}, not a commit")
+        return found.oid
 
     def identity(self) -> str | None:
         """Who the person at this repository is to git ("Name <email>"), as a commit of
@@ -30,22 +32,18 @@ class History(Git):
         return who if who and not who.startswith(" ") and not who.endswith("<>") else None
 
     def branch(self) -> str:
-        if self.repo.head.is_detached:
+        code, out, _ = self.try_git("symbolic-ref", "-q", "HEAD")
+        ref = out.rstrip("\n")
+        if code != 0 or not ref.startswith("refs/heads/"):
             raise InvalidInput("HEAD is detached: check out a branch first")
-        return self.repo.active_branch.name
+        return ref[len("refs/heads/") :]
 
     def blob_hashes(self, commit: str, paths: Sequence[str]) -> dict[str, str | None]:
         """sha256 of each path's content at `commit`; None where the path is not a file."""
-        tree = self.repo.commit(commit).tree
         found: dict[str, str | None] = {}
         for path in paths:
-            try:
-                blob = tree[path]
-            except KeyError:
-                found[path] = None
-                continue
-            ok = blob.type == "blob" and blob.mode & 0o170000 == 0o100000
-            found[path] = hashlib.sha256(blob.data_stream.read()).hexdigest() if ok else None
+            data = self.read(commit, path)
+            found[path] = None if data is None else hashlib.sha256(data).hexdigest()
         return found
 
     def show(self, commit: str, path: str) -> str | None:
@@ -57,21 +55,21 @@ class History(Git):
     def read(self, commit: str, path: str) -> bytes | None:
         """A file's bytes at `commit` (or in a tree), or None when it is not a regular file
         there."""
-        found = self.repo.rev_parse(commit)
-        # A bare tree object from rev_parse has no path, which indexing it needs.
-        tree = (
-            git.Tree(self.repo, found.binsha, 0o40000, "")
-            if isinstance(found, git.Tree)
-            else found.tree
-        )
-        try:
-            blob = tree[path]
-        except KeyError:
+        entry = self.odb.entry(commit, path)
+        if entry is None or not entry.regular:
             return None
-        if blob.type != "blob" or blob.mode & 0o170000 != 0o100000:
-            return None
-        data: bytes = blob.data_stream.read()
-        return data
+        found = self.odb.get(entry.oid)
+        return None if found is None else found.data
+
+    def folders(self, commit: str, path: str) -> list[str]:
+        """The names of the folders right under `path` at `commit`, sorted; none where
+        `path` is no folder there."""
+        entry = self.odb.entry(commit, path)
+        if entry is None or entry.kind != "tree":
+            return []
+        found = self.odb.get(entry.oid)
+        listing = objects.entries(found.data, len(entry.oid) // 2) if found is not None else ()
+        return sorted(os.fsdecode(name) for name, e in listing if e.kind == "tree")
 
     def line_counts(self, commit: str, paths: Sequence[str]) -> dict[str, int]:
         found = {}
@@ -95,7 +93,10 @@ class History(Git):
 
     def tree_of(self, commit: str) -> str:
         """The id of the commit's tree."""
-        return self.git("rev-parse", f"{commit}^{{tree}}").strip()
+        tree = self.odb.commit_tree(commit)
+        if tree is None:
+            raise HarnessError(f"git: {commit} names no commit")
+        return tree
 
     def summary(self, ref: str) -> str:
         """The commits up to `ref`, newest first, one line each: short id and subject."""

@@ -1,7 +1,7 @@
 """How harness runs git: the options and environment every call carries, Git (one
-repository's git commands, the core every part of Repo stands on), Spool (git in the
-background, its output in a temporary file, read in records), and paths written for git to
-read on its input."""
+repository's git commands and its objects, the core every part of Repo stands on), Spool
+(git in the background, its output in a temporary file, read in records), and paths written
+for git to read on its input."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, BinaryIO
 
-import git
-
 from harness.base.errors import Halted, HarnessError
+from harness.repository.objects import Objects
 
 # Nothing the repository's configuration names runs inside harness's own git: no hooks, no
 # fsmonitor, no external diff (filters are switched off per repository, see Git.guard).
@@ -32,9 +31,26 @@ _PREFIX = (
     "-c",
     "advice.detachedHead=false",
 )
-_ENV = {"LC_ALL": "C", "TZ": "UTC", "GIT_TERMINAL_PROMPT": "0"}
+_ENV = {"LANGUAGE": "C", "LC_ALL": "C", "TZ": "UTC", "GIT_TERMINAL_PROMPT": "0"}
 # Paths harness passes are names, never pathspecs: a file named `:!x` is not "all but x".
 LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
+
+
+def run_git(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: BinaryIO | None = None
+) -> tuple[int, str, str]:
+    """Run git in `cwd` with harness's options and environment, its input read from `stdin`
+    (a real file) if given: (exit code, output, complaints)."""
+    done = subprocess.run(
+        ["git", *_PREFIX, *args],
+        cwd=cwd,
+        env={**os.environ, **_ENV, **(env or {})},
+        stdin=stdin if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        check=False,
+    )
+    err = done.stderr.decode("utf-8", "surrogateescape")
+    return done.returncode, done.stdout.decode("utf-8", "surrogateescape"), err
 
 
 class Git:
@@ -42,12 +58,12 @@ class Git:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.repo = git.Repo(root)
-        self.guard = _filters_off(self.repo)
+        self.guard = _filters_off(root)
+        self.odb = Objects(["git", *_PREFIX, *self.guard], root, _ENV)
 
     def close(self) -> None:
-        """Stop GitPython's helper processes (cat-file); a long-lived caller must."""
-        self.repo.close()
+        """Stop the repository's `git cat-file --batch`; a long-lived caller must."""
+        self.odb.close()
 
     def git(
         self,
@@ -72,18 +88,8 @@ class Git:
         env: dict[str, str] | None = None,
         stdin: BinaryIO | None = None,
     ) -> tuple[int, str, str]:
-        """Run git, its input read from `stdin` (a real file) if given: (exit code, output,
-        complaints)."""
-        runner = git.Git(str(cwd or self.root))
-        code, out, err = runner.execute(
-            ["git", *_PREFIX, *self.guard, *args],
-            istream=stdin,
-            with_extended_output=True,
-            with_exceptions=False,
-            env={**_ENV, **(env or {})},
-            strip_newline_in_stdout=False,
-        )
-        return int(code), str(out), str(err)
+        """run_git in the repository (or `cwd`), its filters off."""
+        return run_git(cwd or self.root, *self.guard, *args, env=env, stdin=stdin)
 
     def spool(self, stack: ExitStack, *args: str, stdin: IO[bytes] | None = None) -> Spool:
         """Start git in the background, its output going to a temporary file; for output
@@ -98,7 +104,7 @@ class Git:
 
     @property
     def _lock(self) -> Path:
-        return Path(self.repo.git_dir) / "index.lock"
+        return git_dir(self.root) / "index.lock"
 
     def _stale_lock(self, command: str) -> Halted:
         return Halted(
@@ -148,21 +154,37 @@ def split(stream: IO[bytes], sep: bytes = b"\0") -> Iterator[bytes]:
         yield rest
 
 
-def _filters_off(repo: git.Repo) -> tuple[str, ...]:
-    """`-c` options that blank every filter driver the configuration defines, so reading or
-    writing a file never runs a command named there."""
-    names: set[str] = set()
-    reader = repo.config_reader()
-    for section in reader.sections():
-        kind, _, name = section.partition(" ")
-        if kind == "filter" and name:
-            names.add(name.strip('"'))
+def _filters_off(root: Path) -> tuple[str, ...]:
+    """`-c` options that blank every filter driver the configuration defines (every file git
+    reads for this repository, its includes too), so reading or writing a file never runs a
+    command named there."""
+    _, listed, _ = run_git(root, "config", "-z", "--name-only", "--get-regexp", r"^filter\.")
+    names = set()
+    for key in listed.split("\0"):
+        # filter.<name>.<setting>: the name may itself hold dots.
+        name = key.partition(".")[2].rpartition(".")[0]
+        if name:
+            names.add(name)
     return tuple(
         arg
         for name in sorted(names)
         for setting in ("clean=", "smudge=", "process=", "required=false")
         for arg in ("-c", f"filter.{name}.{setting}")
     )
+
+
+def git_dir(root: Path, common: bool = False) -> Path:
+    """The git directory of the working tree at `root` (with `common`, the one holding the
+    objects and config, which a linked worktree shares): `.git` itself when it is a folder,
+    else where git says."""
+    dotgit = root / ".git"
+    if dotgit.is_dir() and not dotgit.is_symlink():
+        return dotgit
+    which = "--git-common-dir" if common else "--absolute-git-dir"
+    code, out, _ = run_git(root, "rev-parse", "--path-format=absolute", which)
+    if code != 0:
+        raise HarnessError(f"{root}: not a git repository")
+    return Path(out.rstrip("\n"))
 
 
 def unquote(path: bytes) -> str:

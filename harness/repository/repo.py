@@ -6,19 +6,23 @@ builds trees away from them (Trees); here the branch is written."""
 
 from __future__ import annotations
 
-import io
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-import git
-from git.exc import InvalidGitRepositoryError, NoSuchPathError
-from gitdb import IStream
-
 from harness.base import clock
 from harness.base.errors import HarnessError, InvalidInput
 from harness.repository.history import trailers
-from harness.repository.process import LITERAL, Spool, env_without_git, split, stdin_path
+from harness.repository.objects import commit_object
+from harness.repository.process import (
+    LITERAL,
+    Spool,
+    env_without_git,
+    git_dir,
+    run_git,
+    split,
+    stdin_path,
+)
 from harness.repository.trees import Trees
 from harness.repository.worktree import WorkTree
 
@@ -37,26 +41,26 @@ __all__ = [
 
 
 def find_root(start: Path) -> Path:
+    """The top of the working tree `start` is in, as git finds it."""
     try:
-        repo = git.Repo(start, search_parent_directories=True)
-    except (InvalidGitRepositoryError, NoSuchPathError):
+        code, out, _ = run_git(start, "rev-parse", "--show-toplevel")
+        if code != 0:
+            code, out, _ = run_git(start, "rev-parse", "--is-bare-repository")
+            bare = code == 0 and out.strip() == "true"
+            raise InvalidInput(
+                f"{start}: a bare repository has no working tree"
+                if bare
+                else f"{start}: not inside a git repository (use --repo DIR)"
+            )
+    except OSError:  # no such folder, or not one
         raise InvalidInput(f"{start}: not inside a git repository (use --repo DIR)") from None
-    if repo.working_tree_dir is None:
-        raise InvalidInput(f"{start}: a bare repository has no working tree")
-    return Path(repo.working_tree_dir)
+    return Path(out.rstrip("\n"))
 
 
 def common_dir(root: Path) -> Path:
     """The git directory holding the repository's objects and config (a linked worktree's
     `.git` is a file pointing elsewhere)."""
-    dotgit = root / ".git"
-    if dotgit.is_dir() and not dotgit.is_symlink():
-        return dotgit
-    found = git.Repo(root)
-    try:
-        return Path(found.common_dir)
-    finally:
-        found.close()
+    return git_dir(root, common=True)
 
 
 # Gives the armored signature git carries in a commit's gpgsig header for the commit
@@ -76,28 +80,16 @@ class Repo(WorkTree, Trees):
     ) -> str:
         """A commit object with fixed identity and a recorded date (signed when `sign`
         says); no ref moves."""
-        actor = git.Actor(*who)
         date = f"{int(clock.parse(ts).timestamp())} +0000"
-        made = git.Commit.create_from_tree(
-            self.repo,
-            self.repo.tree(tree),
-            message,
-            parent_commits=[self.repo.commit(parent)] if parent else [],
-            head=False,
-            author=actor,
-            committer=actor,
-            author_date=date,
-            commit_date=date,
-        )
-        if self.sign is None:
-            return str(made.hexsha)
-        raw = self.commit_bytes(made.hexsha)
-        signature = self.sign(raw)
-        if signature is None:
-            return str(made.hexsha)
-        signed = with_signature(raw, signature)
-        stored = self.repo.odb.store(IStream(b"commit", len(signed), io.BytesIO(signed)))
-        return bytes(stored.hexsha).decode()
+        raw = commit_object(tree, [parent] if parent else [], who, date, message)
+        signature = None if self.sign is None else self.sign(raw)
+        if signature is not None:
+            raw = with_signature(raw, signature)
+        with tempfile.TemporaryFile() as held:
+            held.write(raw)
+            held.seek(0)
+            # git checks the object is a well-formed commit before it stores it.
+            return self.git("hash-object", "-t", "commit", "-w", "--stdin", stdin=held).strip()
 
     def recorded_signatures(self, task_id: str) -> dict[bytes, str]:
         """The signature each signed commit of the task on HEAD carries, by the bytes it
@@ -111,8 +103,10 @@ class Repo(WorkTree, Trees):
 
     def commit_bytes(self, sha: str) -> bytes:
         """The commit object's bytes, as git hashes them."""
-        data: bytes = self.repo.odb.stream(bytes.fromhex(sha)).read()
-        return data
+        found = self.odb.get(sha)
+        if found is None or found.kind != "commit":
+            raise HarnessError(f"git: {sha} names no commit")
+        return found.data
 
     def advance(self, branch: str, new: str, old: str) -> None:
         """Move the branch from `old` to `new`, refusing if someone else moved it."""
@@ -151,7 +145,7 @@ class Repo(WorkTree, Trees):
             tree = self.git("write-tree", env=env).strip()
         finally:
             index.unlink(missing_ok=True)
-        if tree == self.repo.commit(head).tree.hexsha:
+        if tree == self.tree_of(head):
             return None
         self.index_free()
         made = self.commit(tree, head, message, who, ts)
@@ -208,7 +202,7 @@ def without_signature(raw: bytes) -> tuple[bytes, str | None]:
 def holding(root: Path, pack: bytes) -> Repo:
     """A new repository at `root` holding the objects of `pack` (Trees.objects) and nothing
     else: no commit of its own, no ref, no files checked out."""
-    git.Repo.init(root).close()
+    _init(root)
     made = Repo(root)
     made.take(pack)
     return made
@@ -216,9 +210,16 @@ def holding(root: Path, pack: bytes) -> Repo:
 
 def create(root: Path, branch: str, message: str, who: tuple[str, str], ts: str) -> None:
     """A new repository whose first commit holds every file under `root` (the demo's)."""
-    git.Repo.init(root, initial_branch=branch).close()
+    _init(root, "--initial-branch", branch)
     made = Repo(root)
     made.git("add", "-A")
     tree = made.git("write-tree").strip()
     made.git("update-ref", f"refs/heads/{branch}", made.commit(tree, None, message, who, ts))
     made.close()
+
+
+def _init(root: Path, *options: str) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    code, _, err = run_git(root, "init", "-q", *options)
+    if code != 0:
+        raise HarnessError(f"git init failed: {(err.strip().splitlines() or [''])[-1]}")

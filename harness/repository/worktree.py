@@ -63,11 +63,8 @@ class WorkTree(History):
 
     def _entry(self, commit: str, path: str) -> Entry:
         """The path's entry in `commit`."""
-        try:
-            blob = self.repo.commit(commit).tree[path]
-        except KeyError:
-            return None
-        return (f"{blob.mode:o}", blob.hexsha) if blob.type == "blob" else None
+        found = self.odb.entry(commit, path)
+        return (found.mode, found.oid) if found is not None and found.kind == "blob" else None
 
     def _staged(self, paths: Sequence[str]) -> dict[str, Entry]:
         """The paths' entries in the user's index; a path with none is left out."""

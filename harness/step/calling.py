@@ -87,7 +87,6 @@ def start(job: Subtask, flight: Flight, folder: str) -> executors.Call | None:
     task.trace.called(job.sub.id, agent, call.call_id, retry)
     return executors.Call(
         agent,
-        task.layout.root,
         base,
         flight.staging,
         timeouts,

@@ -22,7 +22,6 @@ class Call:
     `staging` (its answer is written there), the call's scratch folder and timeouts."""
 
     agent: Agent
-    root: Path
     base: str
     staging: Path
     timeouts: dict[str, float]

@@ -48,6 +48,7 @@ class Local:
 
     def __init__(self, task: Task, slots: int) -> None:
         self.answering: Worker = task.answering
+        self.git = task.git
         self.contain: Containment = task.contain
         self.root, self.cache = task.layout.root, task.layout.state / "coverage"
         n = next(_POOLS)
@@ -56,7 +57,7 @@ class Local:
         self.checks = ThreadPoolExecutor(2 * slots, thread_name_prefix=self.names[1][:-1])
 
     def call(self, call: Call) -> Future[proc.Result]:
-        return self.calls.submit(answer, self.answering, call)
+        return self.calls.submit(answer, self.answering, self.git, call)
 
     def check(self, work: sequence.Work, scratch: Path) -> Future[sequence.Verdict]:
         return self.checks.submit(checked, self.root, self.contain, work, scratch, self.cache)
@@ -87,14 +88,11 @@ def _join(thread: threading.Thread) -> None:
             time.sleep(0.001)
 
 
-def answer(answering: Worker, call: Call) -> proc.Result:
-    """A call, after its retry-after, with a git of its own (threads may not share one)."""
+def answer(answering: Worker, git: repo.Repo, call: Call) -> proc.Result:
+    """A call, after its retry-after, on the task's git: each command is a process of its
+    own and object reads take turns, so calls in threads share it."""
     proc.pause(call.wait_s)
-    git = repo.Repo(call.root)
-    try:
-        return answering.call(call.agent, git, call.base, call.staging, call.timeouts, call.scratch)
-    finally:
-        git.close()
+    return answering.call(call.agent, git, call.base, call.staging, call.timeouts, call.scratch)
 
 
 def make(task: Task, slots: int, name: str = "local") -> Executor:

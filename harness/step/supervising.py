@@ -112,7 +112,7 @@ def ask(
     making = calling.start(job, flight, "supervisor")
     if making is not None:
         flight.future = Future()
-        flight.future.set_result(executors.answer(job.task.answering, making))
+        flight.future.set_result(executors.answer(job.task.answering, job.task.git, making))
     outcome = answering.answer(job, flight)
     found = supervision.verdict(outcome.result) if outcome.status == "ok" else None
     if found is None or isinstance(found, str):

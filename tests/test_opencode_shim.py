@@ -407,7 +407,9 @@ def test_a_model_api_that_hangs_is_given_up_on_after_idle_s(home: Path, tmp_path
     assert done.returncode == 1, done.stderr
     failed = [e for e in s.events() if e["event"] == "subagent_failed"]
     assert [e["details"]["kind"] for e in failed] == ["retryable", "retryable"]
-    # Each call's first request was given up on after idle_s and asked again (opencode's
-    # own retry) before the soft timeout: at its default five minutes, once a call.
-    assert asked >= 4, asked
+    # A request was given up on after idle_s and asked again (opencode's own retry) before
+    # the soft timeout: at opencode's default five minutes, each call would ask once. Not
+    # every call need ask again: on a loaded machine opencode's start takes much of the 30 s
+    # (one CI run with a worker more than the cores asked 3 times).
+    assert asked >= 3, asked
     assert took < 120, took

@@ -156,7 +156,10 @@ def test_entries_are_found_by_path_whatever_they_are(repo: Repo) -> None:
     for missing in ("b", "a/b", "dir/", "dir//run", "", "sub/x", "link/x"):
         assert odb.entry(at, missing) is None, missing
     assert repo.read(at, "a") == b"text\n" and repo.read(at, "link") is None
-    assert repo.read(at, "dir") is None and repo.read("no-such", "a") is None
+    assert repo.read(at, "dir") is None
+    for unknown in ("no-such", text):  # nothing, or a blob
+        with pytest.raises(HarnessError, match="names no commit or tree"):
+            repo.read(unknown, "a")
     assert repo.folders(at, "") == [] and repo.folders(at, "dir") == []
     assert repo.folders(top, "a") == []
     repo.close()

@@ -94,10 +94,13 @@ class Objects:
 
     def entry(self, rev: str, path: str) -> Entry | None:
         """The entry at `path` (slash-separated) in the tree of the commit or tree `rev`;
-        None where there is none."""
+        None where there is none. A `rev` naming neither is an error, never an empty tree:
+        a sync would take every path for deleted."""
         tree = self.commit_tree(rev)
+        if tree is None:
+            raise HarnessError(f"git: {rev[:80]!r} names no commit or tree")
         parts = path.split("/")
-        if tree is None or "" in parts:
+        if "" in parts:
             return None
         found = Entry(TREE, tree)
         for part in parts:

@@ -42,18 +42,15 @@ __all__ = [
 
 def find_root(start: Path) -> Path:
     """The top of the working tree `start` is in, as git finds it."""
-    try:
-        code, out, _ = run_git(start, "rev-parse", "--show-toplevel")
-        if code != 0:
-            code, out, _ = run_git(start, "rev-parse", "--is-bare-repository")
-            bare = code == 0 and out.strip() == "true"
-            raise InvalidInput(
-                f"{start}: a bare repository has no working tree"
-                if bare
-                else f"{start}: not inside a git repository (use --repo DIR)"
-            )
-    except OSError:  # no such folder, or not one
-        raise InvalidInput(f"{start}: not inside a git repository (use --repo DIR)") from None
+    outside = InvalidInput(f"{start}: not inside a git repository (use --repo DIR)")
+    if not start.is_dir():
+        raise outside
+    code, out, _ = run_git(start, "rev-parse", "--show-toplevel")
+    if code != 0:
+        code, bare, _ = run_git(start, "rev-parse", "--is-bare-repository")
+        if code == 0 and bare.strip() == "true":
+            raise InvalidInput(f"{start}: a bare repository has no working tree")
+        raise outside
     return Path(out.rstrip("\n"))
 
 

@@ -40,9 +40,10 @@ class History(Git):
 
     def blob_hashes(self, commit: str, paths: Sequence[str]) -> dict[str, str | None]:
         """sha256 of each path's content at `commit`; None where the path is not a file."""
+        tree = self.tree_of(commit)  # read once, not again for each path
         found: dict[str, str | None] = {}
         for path in paths:
-            data = self.read(commit, path)
+            data = self.read(tree, path)
             found[path] = None if data is None else hashlib.sha256(data).hexdigest()
         return found
 

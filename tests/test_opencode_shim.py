@@ -318,6 +318,9 @@ def test_a_real_opencode_that_makes_no_edit_leaves_the_subtask_not_done(
 
 
 QUICK = "timeouts = { soft_s = 30, hard_s = 45, idle_s = 10 }"
+# Room for a request given up on after idle_s and its retry even when opencode's start,
+# on a loaded machine, takes 20 s of the call.
+HANGING = "timeouts = { soft_s = 60, hard_s = 90, idle_s = 10 }"
 
 
 @pytest.mark.e2e
@@ -392,12 +395,12 @@ def test_an_entrys_tools_reach_opencodes_permissions(home: Path, tmp_path: Path)
 def test_a_model_api_that_hangs_is_given_up_on_after_idle_s(home: Path, tmp_path: Path) -> None:
     """The stream's headers, then nothing: opencode's provider gives up after the call's
     idle_s, not its own five minutes, and the call is retryable."""
-    with ModelAPI([hang(headers=True) for _ in range(12)]) as api:
+    with ModelAPI([hang(headers=True) for _ in range(24)]) as api:
         env = opencode_env(home, api.url)
         s = new_repository(tmp_path, env)
         config = (s.root / "ai" / "harness.toml").read_text()
         (s.root / "ai" / "harness.toml").write_text(
-            config.replace("timeouts = { soft_s = 60, hard_s = 90 }", QUICK)
+            config.replace("timeouts = { soft_s = 60, hard_s = 90 }", HANGING)
         )
         plan_for(s, "opencode")
         started = time.monotonic()
@@ -409,7 +412,7 @@ def test_a_model_api_that_hangs_is_given_up_on_after_idle_s(home: Path, tmp_path
     assert [e["details"]["kind"] for e in failed] == ["retryable", "retryable"]
     # A request was given up on after idle_s and asked again (opencode's own retry) before
     # the soft timeout: at opencode's default five minutes, each call would ask once. Not
-    # every call need ask again: on a loaded machine opencode's start takes much of the 30 s
-    # (one CI run with a worker more than the cores asked 3 times).
+    # every call need ask again: on a loaded machine opencode's start takes much of a call
+    # (CI runs with a worker more than the cores asked 3 times, then 2, with a 30 s one).
     assert asked >= 3, asked
-    assert took < 120, took
+    assert took < 200, took

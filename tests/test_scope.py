@@ -1,10 +1,12 @@
-"""Glob cover: which globs a write scope and a token cover."""
+"""Globs: which paths a pattern matches (the same answers as wcmatch), and which globs a
+write scope and a token cover."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from wcmatch import glob as wcglob
 
 from harness.base import scope
 
@@ -91,3 +93,82 @@ def test_covers_hand_cases(outer: str, inner: str, expected: bool) -> None:
 )
 def test_matches_hand_cases(path: str, globs: list[str], expected: bool) -> None:
     assert scope.matches(path, globs) is expected
+
+
+# Names and patterns from characters that matter to a glob: separators, dots, wildcards,
+# classes, escapes, negation, braces, case.
+PATH_CHARS = st.sampled_from(["a", "B", "b", ".", "/", "\\", "*", "!", "-", "é"])
+PATTERN_PARTS = st.sampled_from(
+    ["a", "B", "b", ".", "..", "/", "\\", "*", "**", "?", "[a]", "[!a]", "!", "{a,b}", "é"]
+)
+WC_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.NEGATE | wcglob.NODIR
+
+
+def _wc(path: str, patterns: list[str]) -> bool:
+    return bool(patterns) and wcglob.globmatch(path, patterns, flags=WC_FLAGS)
+
+
+@FAST
+@given(
+    st.lists(PATH_CHARS, max_size=12).map("".join),
+    st.lists(st.lists(PATTERN_PARTS, min_size=1, max_size=6).map("".join), max_size=3),
+)
+def test_matches_is_wcmatch(path: str, patterns: list[str]) -> None:
+    assert scope.matches(path, patterns) is _wc(path, patterns)
+
+
+SIMPLE = st.lists(st.sampled_from(["a", "b", ".x", "a.b", "B"]), min_size=1, max_size=3).map(
+    "/".join
+)
+
+
+@FAST
+@given(
+    st.lists(st.sampled_from(["a", "b", ".x", "a.b", "B", "c"]), min_size=1, max_size=4).map(
+        "/".join
+    ),
+    st.lists(
+        st.one_of(
+            SIMPLE,
+            SIMPLE.map(lambda s: s + "/**"),
+            SIMPLE.map(lambda s: "**/" + s.rpartition("/")[2]),
+            st.just("**"),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_plain_forms_are_wcmatch(path: str, patterns: list[str]) -> None:
+    """The forms matched without wcmatch, on paths as git names files: the same answers."""
+    assert scope.matches(path, patterns) is _wc(path, patterns)
+
+
+@pytest.mark.parametrize(
+    ("path", "globs"),
+    [
+        ("", ["**"]),
+        ("/src/a.py", ["**/a.py"]),
+        ("./src/a.py", ["src/**"]),
+        ("src//a.py", ["src/a.py"]),
+        ("src/", ["src/**"]),
+        ("src", ["src/**"]),
+        ("src/..", ["**"]),
+        ("src\\a.py", ["**/a.py"]),
+        ("Src/a.py", ["src/**"]),
+        ("!a", ["!a"]),
+        ("b", ["!a"]),
+        ("src/a.py", ["src/**", "!src/a.py"]),
+        ("a/b", ["a//b"]),
+        ("a/b", ["a//**"]),
+        ("a/b", ["a/./b"]),
+        ("b", ["a/../b"]),
+        ("a", ["a/"]),
+        ("a", ["./a"]),
+        ("a", ["/a"]),
+        ("a", ["**/"]),
+        ("a\\b", ["a\\b"]),
+        ("a\\b", ["**/b"]),
+    ],
+)
+def test_odd_paths_and_patterns_are_wcmatch(path: str, globs: list[str]) -> None:
+    assert scope.matches(path, globs) is _wc(path, globs)

@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from wcmatch import glob
 
 from harness.base import files, schemas
 from harness.base.errors import InvalidInput
@@ -293,6 +292,9 @@ def _absolute(path: str, workspace: str) -> str:
 
 
 def _path_matches(path: str, globs: list[str]) -> bool:
+    # Imported here, as in scope.py: most commands never judge a path against the policy.
+    from wcmatch import glob
+
     # A leading ! is part of a name here, never a negation.
     flags = glob.GLOBSTAR | glob.DOTGLOB
     return bool(globs) and glob.globmatch(path, globs, flags=flags)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from xml.parsers import expat
 
 OUTCOMES = ("passed", "skipped", "failed", "error")  # in rising severity
 FAILING = frozenset({"failed", "error"})
@@ -22,7 +20,10 @@ def _refuse(*_args: object) -> None:
 def _refuse_declarations(xml_text: str) -> None:
     # A stdlib-only guard against entity expansion ("billion laughs") and external entities:
     # expat reports the DOCTYPE before expanding anything, so refusing it there is safe.
-    # Test reports never need a DOCTYPE.
+    # Test reports never need a DOCTYPE. The XML modules are imported only here and in
+    # `outcomes`: most runs have no report, and every run imports this module.
+    from xml.parsers import expat
+
     parser = expat.ParserCreate()
     parser.StartDoctypeDeclHandler = _refuse
     parser.EntityDeclHandler = _refuse
@@ -41,6 +42,8 @@ def outcomes(xml_text: str) -> dict[str, str]:
     listed more than once (pytest lists a failed call and a teardown error separately) gets
     its most severe outcome.
     """
+    import xml.etree.ElementTree as ET
+
     _refuse_declarations(xml_text)
     root = ET.fromstring(xml_text)
     if root.tag not in ("testsuites", "testsuite"):

@@ -15,6 +15,7 @@ that names them in the same order (audit_commits). The plan is read one subtask 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -239,7 +240,8 @@ class _Audit:
                     globs = (*scope.as_list(written), *value.get("creates", ()))
                     globs = shared.setdefault(globs, globs)
                     needs = tuple(value.get("depends_on", ()))
-                    plan[value["id"]] = (
+                    # one string for the id, in this table and protocol's table of those done
+                    plan[sys.intern(value["id"])] = (
                         (globs, needs) if needs else alone.setdefault(globs, (globs, ()))
                     )
                     if "supervised" in value:

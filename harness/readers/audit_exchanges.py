@@ -20,9 +20,9 @@ import orjson
 from harness.base import files, schemas
 from harness.readers.findings import Findings
 from harness.record import exchanges
-from harness.record.attempts import compact, expand
 from harness.record.ledger import digest
 from harness.record.protocol import short
+from harness.record.tables import Calls, compact, expand
 from harness.repository import repo
 from harness.repository.layout import Layout
 
@@ -37,7 +37,7 @@ class ExchangeAudit:
         self.rel = self.folder.relative_to(layout.root).as_posix()
         self.git, self.add = git, found.add
         # call id (compact, as protocol keeps it) -> (seq, outcome the log says)
-        self.calls: dict[str | bytes, tuple[int, str]] = {}
+        self.calls = Calls()
 
     def blobs(self, stack: ExitStack, anchor: str) -> repo.Spool:
         """Every exchange file at `anchor` but the verify/ evidence (which no hash covers), as
@@ -56,9 +56,7 @@ class ExchangeAudit:
         requests.seek(0)
         return self.git.contents(stack, requests, _HEADER)
 
-    def check(
-        self, calls: dict[str | bytes, tuple[int, str]], blobs: IO[bytes] | None, dirty: Set[str]
-    ) -> None:
+    def check(self, calls: Calls, blobs: IO[bytes] | None, dirty: Set[str]) -> None:
         """Every folder against `calls`, the calls the log made, each taken out as its folder
         is met: those left have none. `blobs` is what `blobs()` read at the last harness
         commit, but for the `dirty` folders, which the working tree changed and are read from

@@ -4,8 +4,7 @@ named, and a Finding against the order."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +52,6 @@ MAX_ATTEMPTS = 2
 CONTINUE = "continue"
 SKIP_DEPENDENTS = "skip_dependents"
 _SHORT = 12
-_HEX = re.compile(r"[0-9a-f]+")  # lower case only: bytes.hex() gives it back as it was
 NO_DETAILS: dict[str, Any] = {}
 
 
@@ -159,49 +157,6 @@ class Attempt:
 
 def detail(ev: Event | None, key: str) -> Any:
     return None if ev is None else ev.get("details", NO_DETAILS).get(key)
-
-
-def compact(value: Any) -> Any:
-    """A hex id as harness makes them (a call id's 64 digits, a commit's 40) as its bytes,
-    under half the memory of the string; anything else as it is (expand undoes it)."""
-    if isinstance(value, str) and len(value) in (40, 64) and _HEX.fullmatch(value):
-        return bytes.fromhex(value)
-    return value
-
-
-def expand(value: Any) -> Any:
-    """The value `compact` was given (an event's values are JSON, so never bytes)."""
-    return value.hex() if isinstance(value, bytes) else value
-
-
-class Completed:
-    """What a subtask's step_completed names, and where it was fed: kept for every subtask
-    done, so a log of any length holds one per subtask, its ids compact."""
-
-    __slots__ = ("_call", "_commit", "at")
-
-    def __init__(self, call_id: Any, commit: Any, at: int) -> None:
-        self._call, self._commit, self.at = compact(call_id), compact(commit), at
-
-    @property
-    def call_id(self) -> Any:
-        return expand(self._call)
-
-    @property
-    def commit(self) -> Any:
-        return expand(self._commit)
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.call_id, self.commit, self.at))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Completed) and tuple(self) == tuple(other)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return f"Completed(call_id={self.call_id!r}, commit={self.commit!r}, at={self.at!r})"
 
 
 @dataclass

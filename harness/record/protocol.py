@@ -46,7 +46,6 @@ from harness.record.attempts import (
     STEP_EVENTS,
     VERDICTS,
     Attempt,
-    Completed,
     Event,
     Finding,
     Findings,
@@ -56,6 +55,7 @@ from harness.record.attempts import (
 )
 from harness.record.rules import RULES
 from harness.record.state import State
+from harness.record.tables import Completed
 
 # The words are used from here, where they are defined.
 __all__ = [

@@ -15,16 +15,15 @@ from harness.record.attempts import (
     SKIP_DEPENDENTS,
     VERDICTS,
     Attempt,
-    Completed,
     Event,
     Findings,
     Step,
-    compact,
     detail,
     retryable,
     short,
 )
 from harness.record.state import State
+from harness.record.tables import compact
 
 # Each takes (model, seq, event, step, its state, details, findings) and appends findings.
 
@@ -207,7 +206,7 @@ def _completed(
     att.add(ev)
     call = d.get("call_id")
     # The call's own id object when they agree: the calls table holds it already.
-    m.done[step] = Completed(att.key if call == att.call_id else call, d.get("commit"), seq)
+    m.done.add(step, att.key if call == att.call_id else call, d.get("commit"), seq)
     del m.steps[step]
     del m.seen[step]  # a done subtask's status is "done" whatever else was seen
 

@@ -12,13 +12,12 @@ from harness.record.attempts import (
     MAX_ATTEMPTS,
     SKIP_DEPENDENTS,
     Attempt,
-    Completed,
     Event,
     Step,
-    compact,
     detail,
     short,
 )
+from harness.record.tables import Calls, Done, compact
 
 
 class State:
@@ -36,7 +35,7 @@ class State:
         self.blocker: Event | None = None  # the blocker_encountered in force
         self.blocked_at: int | None = None
         # Per subtask, never per event: what a later query needs of its events, not them.
-        self.done: dict[str, Completed] = {}
+        self.done = Done()
         self.steps: dict[str, Step] = {}  # the current epoch's subtasks not done
         # a looped subtask an earlier epoch left mid-loop -> its round and Step.made, until
         # it runs again
@@ -45,8 +44,8 @@ class State:
         # (its step_failed's error) or skipped (the dependency it was skipped for)
         self.seen: dict[str, tuple[str, str | None]] = {}
         # call_id -> (seq of its subagent_invoked, "ok" | the failure's kind | "" while none),
-        # the id compact (attempts.compact): one per call of a log of any length
-        self.calls: dict[str | bytes, tuple[int, str]] = {}
+        # the id compact (tables.compact): one per call of a log of any length
+        self.calls = Calls()
         self.uncontained = 0  # events that ran with the sandbox off
         self.history: dict[str, list[Attempt]] | None = {} if history else None
 

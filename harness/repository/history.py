@@ -5,13 +5,36 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Sequence
 from contextlib import ExitStack
+from pathlib import Path
 from typing import IO
 
+from harness.base import files
 from harness.base.errors import HarnessError, InvalidInput
 from harness.repository import objects
-from harness.repository.process import Git, Spool
+from harness.repository.process import Git, Spool, git_dir
+
+# A HEAD file as git writes it for a branch with a plain name: a component of letters,
+# digits, `_`, `-` and inner dots. Anything else (a symlink, reftable's `.invalid`, names git
+# may refuse) is git's to read.
+_HEAD = re.compile(
+    rb"ref: refs/heads/((?:[A-Za-z0-9_-](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?/)*"
+    rb"[A-Za-z0-9_-](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?)\n"
+)
+
+
+def _plain_branch(head: Path) -> str | None:
+    """The branch a HEAD file names, read without a git process (a landing asks twice);
+    None when git must say."""
+    found = _HEAD.fullmatch(files.read_untrusted(head, 300) or b"")
+    if found is None:
+        return None
+    parts = found.group(1).split(b"/")
+    if any(b".." in part or part.endswith(b".lock") for part in parts):
+        return None
+    return found.group(1).decode("ascii")
 
 
 class History(Git):
@@ -32,6 +55,10 @@ class History(Git):
         return who if who and not who.startswith(" ") and not who.endswith("<>") else None
 
     def branch(self) -> str:
+        """The branch HEAD names; InvalidInput when it names none (detached)."""
+        plain = _plain_branch(git_dir(self.root) / "HEAD")
+        if plain is not None:
+            return plain
         code, out, _ = self.try_git("symbolic-ref", "-q", "HEAD")
         ref = out.rstrip("\n")
         if code != 0 or not ref.startswith("refs/heads/"):

@@ -52,7 +52,7 @@ def launch(
     # With several in flight, say when each answer is in: it is taken in plan order.
     told = (lambda: task.live.returned(sub.id)) if job.several else None
     told = task.trace.returning(sub.id, told)
-    flight = Flight(att, agent, call, slot)
+    flight = Flight(att, agent, call, slot, new=invoked is None)
     making = start(job, flight, folder)
     if making is not None:
         flight.future = executor.call(making)

@@ -106,7 +106,11 @@ def settle(job: Subtask, flight: Flight, outcome: worker.Outcome) -> bool:
     commit = None
     if diffs:
         applied = att.last("subagent_diffs_applied")
-        commit = applied["details"]["commit"] if applied else land(job, att, call, outcome.result)
+        commit = (
+            applied["details"]["commit"]
+            if applied
+            else land(job, att, call, outcome.result, flight.new)
+        )
         if commit is None:
             return False
     else:
@@ -125,15 +129,24 @@ def settle(job: Subtask, flight: Flight, outcome: worker.Outcome) -> bool:
 
 
 def land(
-    job: Subtask, att: protocol.Attempt, call: envelope.Call, result: dict[str, Any]
+    job: Subtask,
+    att: protocol.Attempt,
+    call: envelope.Call,
+    result: dict[str, Any],
+    new: bool,
 ) -> str | None:
     """Gate the diffs, verify them in scratch copies, commit, bring the user's files to the
-    commit and log it; None after a failure."""
+    commit and log it; None after a failure. `new`: the call was made by this process."""
     base = call.context["payload"]["base"]
     # A run killed after committing this call left the commit: finish its work instead.
-    # With the branch still at the base nothing was committed since (and no git log runs).
+    # A call this process made, or the branch still at the base, rules that out without
+    # a git log (the call is logged before it starts, so a killed run's is never new).
     git = job.task.git
-    made = None if git.head() == base else git.find_commit("Harness-Call-Id", call.call_id, base)
+    made = (
+        None
+        if new or git.head() == base
+        else git.find_commit("Harness-Call-Id", call.call_id, base)
+    )
     if made is None:
         changes = gating.gate(job, call, result)
         if changes is None:

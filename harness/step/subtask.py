@@ -36,6 +36,8 @@ class Flight:
     recorded: exchanges.Exchange | None = None  # its answer, when the exchange holds it
     future: Future[proc.Result] | None = None
     staging: Path | None = None
+    # Its subagent_invoked logged by this process: no earlier run can have committed it.
+    new: bool = False
 
 
 class Ahead(Protocol):

@@ -4,7 +4,7 @@ write scope and a token cover."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from wcmatch import glob as wcglob
 
@@ -120,6 +120,10 @@ def test_matches_is_wcmatch(path: str, patterns: list[str]) -> None:
 SIMPLE = st.lists(st.sampled_from(["a", "b", ".x", "a.b", "B"]), min_size=1, max_size=3).map(
     "/".join
 )
+STARRED = st.lists(st.sampled_from(["a", "b", ".", "*"]), min_size=1, max_size=6).map("".join)
+NAMES_FOR_STARS = st.lists(
+    st.sampled_from(["a", "b", ".", "ab", "aab"]), min_size=1, max_size=5
+).map("".join)
 
 
 @FAST
@@ -172,3 +176,39 @@ def test_plain_forms_are_wcmatch(path: str, patterns: list[str]) -> None:
 )
 def test_odd_paths_and_patterns_are_wcmatch(path: str, globs: list[str]) -> None:
     assert scope.matches(path, globs) is _wc(path, globs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(NAMES_FOR_STARS, min_size=1, max_size=3).map("/".join),
+    st.lists(
+        st.one_of(
+            STARRED.map(lambda s: "**/" + s),
+            st.lists(STARRED, min_size=1, max_size=3).map("/".join),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_segments_with_stars_are_wcmatch(path: str, patterns: list[str]) -> None:
+    """`*` within a segment (`**/requirements*.txt`, `src/*.py`) matched without wcmatch:
+    the same answers, leading dots, empty runs and repeated pieces included."""
+    assert scope.matches(path, patterns) is _wc(path, patterns)
+
+
+@pytest.mark.parametrize(
+    ("path", "pattern"),
+    [
+        ("ab", "**/a*b*b"),  # a piece may not reach into the last one's place
+        ("ab", "*b*b*"),  # each piece is found after the one before
+        ("a", "a*a"),  # the first and last pieces do not share a character
+        ("aa", "a*a"),
+        ("x/.env", "**/.*"),
+        ("requirements-dev.txt", "**/requirements*.txt"),
+        ("src/a/requirements.txt", "**/requirements*.txt"),
+        ("src/calc.py", "src/*.py"),
+        ("src/a/calc.py", "src/*.py"),
+    ],
+)
+def test_star_segments_hand_cases(path: str, pattern: str) -> None:
+    assert scope.matches(path, [pattern]) is _wc(path, [pattern])

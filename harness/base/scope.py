@@ -10,12 +10,16 @@ from functools import lru_cache
 def matches(path: str, patterns: Iterable[str]) -> bool:
     """True when the repository-relative POSIX `path` matches any of `patterns`."""
     pats = tuple(patterns)
-    if not pats:
-        return False
-    simple = [_simple(p) for p in pats]
-    if _clean(path) and all(form is not None for form in simple):
-        return any(_simple_match(path, form) for form in simple if form is not None)
-    return _wcmatch(path, pats)
+    if not _clean(path) or any(p.startswith("!") for p in pats):
+        return bool(pats) and _wcmatch(path, pats)  # an exclusion is judged with the list
+    rest = []
+    for pattern in pats:
+        form = _simple(pattern)
+        if form is None:
+            rest.append(pattern)
+        elif _simple_match(path, form):
+            return True
+    return bool(rest) and _wcmatch(path, tuple(rest))
 
 
 def _wcmatch(path: str, patterns: tuple[str, ...]) -> bool:
@@ -29,27 +33,38 @@ def _wcmatch(path: str, patterns: tuple[str, ...]) -> bool:
 
 # What wcmatch may read as more than the character itself, with or without its flags.
 _SPECIAL = frozenset("*?[]\\!{}()@+|~^$")
+_STAR_ONLY = _SPECIAL - {"*"}
 
 
 def _literal(segment: str) -> bool:
     return segment not in ("", ".", "..") and not (_SPECIAL & set(segment))
 
 
+def _starred(segment: str) -> bool:
+    """A segment whose only wildcard is `*` (never `**`, which is more than one segment)."""
+    return (
+        segment not in ("", ".", "..") and "**" not in segment and not (_STAR_ONLY & set(segment))
+    )
+
+
+Form = tuple[str, str | tuple[str, ...]]
+
+
 @lru_cache(maxsize=1024)
-def _simple(pattern: str) -> tuple[str, str] | None:
-    """A pattern of one of the forms every write scope and policy list is made of, as
-    (form, text): ("all", "") for `**`, ("under", "a/b/") for `a/b/**`, ("named", "x")
-    for `**/x`, ("exact", "a/x") for `a/x`, where a, b and x hold no wildcard; None for
-    any other pattern, which wcmatch judges."""
+def _simple(pattern: str) -> Form | None:
+    """A pattern of one of the forms write scopes, tokens and the policy's lists are made of:
+    ("all", "") for `**`, ("under", "a/b/") for `a/b/**`, ("named", "x*.y") for `**/x*.y`,
+    ("exact", ("a", "*.py")) for `a/*.py`, where a and b hold no wildcard and the others no
+    wildcard but `*`; None for any other pattern, which wcmatch judges."""
     parts = pattern.split("/")
     if parts == ["**"]:
         return ("all", "")
-    if len(parts) == 2 and parts[0] == "**" and _literal(parts[1]):
+    if len(parts) == 2 and parts[0] == "**" and _starred(parts[1]):
         return ("named", parts[1])
     if len(parts) > 1 and parts[-1] == "**" and all(_literal(s) for s in parts[:-1]):
         return ("under", pattern[:-2])
-    if all(_literal(s) for s in parts):
-        return ("exact", pattern)
+    if all(_starred(s) for s in parts):
+        return ("exact", tuple(parts))
     return None
 
 
@@ -59,15 +74,34 @@ def _clean(path: str) -> bool:
     return all(s not in ("", ".", "..") for s in path.split("/"))
 
 
-def _simple_match(path: str, form: tuple[str, str]) -> bool:
+def _simple_match(path: str, form: Form) -> bool:
     kind, text = form
     if kind == "all":
         return True
     if kind == "under":
-        return path.startswith(text)
+        return path.startswith(str(text))
     if kind == "named":
-        return path.rpartition("/")[2] == text
-    return path == text
+        return _segment(path.rpartition("/")[2], str(text))
+    names = path.split("/")
+    return len(names) == len(text) and all(map(_segment, names, text))
+
+
+def _segment(name: str, pattern: str) -> bool:
+    """Whether one path segment matches a segment pattern whose only wildcard is `*`: its
+    pieces found in order, the first at the start and the last at the end."""
+    pieces = pattern.split("*")
+    if len(pieces) == 1:
+        return name == pattern
+    head, tail = pieces[0], pieces[-1]
+    if len(name) < len(head) + len(tail) or not (name.startswith(head) and name.endswith(tail)):
+        return False
+    at, end = len(head), len(name) - len(tail)
+    for piece in pieces[1:-1]:
+        found = name.find(piece, at, end)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return True
 
 
 def as_list(scope: str | Sequence[str]) -> list[str]:

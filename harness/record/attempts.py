@@ -75,7 +75,7 @@ class Attempt:
     # Indexes of `events`, which every rule asks of the attempt on every event it is fed.
     latest: dict[str, Event] = field(default_factory=dict, repr=False)  # name -> its last
     failure: Event | None = field(default=None, repr=False)  # the failure that ended it
-    # its call's id as the calls table keeps it (compact), shared by what its end keeps
+    # its call's id as the calls table keeps it (compact): its completion starts from it
     key: str | bytes | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -205,7 +205,7 @@ def _completed(
             )
     att.add(ev)
     call = d.get("call_id")
-    # The call's own id object when they agree: the calls table holds it already.
+    # The id as the calls table keeps it when they agree: compact already, not made again.
     m.done.add(step, att.key if call == att.call_id else call, d.get("commit"), seq)
     del m.steps[step]
     del m.seen[step]  # a done subtask's status is "done" whatever else was seen

@@ -19,10 +19,10 @@ def matches(path: str, patterns: Iterable[str]) -> bool:
             rest.append(pattern)
         elif _simple_match(path, form):
             return True
-    return bool(rest) and _wcmatch(path, tuple(rest))
+    return bool(rest) and _wcmatch(path, rest)
 
 
-def _wcmatch(path: str, patterns: tuple[str, ...]) -> bool:
+def _wcmatch(path: str, patterns: Sequence[str]) -> bool:
     # Imported here: compiling its patterns and the import itself cost a command ~40 ms,
     # and nearly every pattern harness meets takes the plain forms below.
     from wcmatch import glob
@@ -31,20 +31,18 @@ def _wcmatch(path: str, patterns: tuple[str, ...]) -> bool:
     return glob.globmatch(path, list(patterns), flags=flags)
 
 
-# What wcmatch may read as more than the character itself, with or without its flags.
-_SPECIAL = frozenset("*?[]\\!{}()@+|~^$")
-_STAR_ONLY = _SPECIAL - {"*"}
+# What wcmatch may read as more than the character itself, with or without its flags,
+# but `*`, which the plain forms take within a segment.
+_SPECIAL = frozenset("?[]\\!{}()@+|~^$")
 
 
 def _literal(segment: str) -> bool:
-    return segment not in ("", ".", "..") and not (_SPECIAL & set(segment))
+    return _starred(segment) and "*" not in segment
 
 
 def _starred(segment: str) -> bool:
     """A segment whose only wildcard is `*` (never `**`, which is more than one segment)."""
-    return (
-        segment not in ("", ".", "..") and "**" not in segment and not (_STAR_ONLY & set(segment))
-    )
+    return segment not in ("", ".", "..") and "**" not in segment and not (_SPECIAL & set(segment))
 
 
 Form = tuple[str, str | tuple[str, ...]]

@@ -1,4 +1,5 @@
-"""Small builders tests share: subtasks, plans, hypothesis settings, a plain git runner."""
+"""Small builders tests share: subtasks, plans, hypothesis settings, a plain git runner,
+git trees drawn by hypothesis."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 from harness.spec.plan import Plan, Subtask
 
@@ -68,3 +70,51 @@ def git(root: Path, *args: str) -> str:
         text=True,
         check=True,
     ).stdout.strip()
+
+
+# A git tree as hypothesis draws it: name -> (mode, which of three contents) or a tree below.
+# Few names and contents, so two trees drawn apart share entries and whole folders.
+LEAF = st.tuples(st.sampled_from(["100644", "100755", "120000", "160000"]), st.integers(0, 2))
+NAME = st.sampled_from([b"a", b"a.b", b"b", b"c-\xff", b"d"])
+TREES = st.recursive(
+    st.dictionaries(NAME, LEAF, max_size=4),
+    lambda below: st.dictionaries(NAME, st.one_of(LEAF, below), max_size=4),
+    max_leaves=14,
+)
+
+
+def contents(root: Path) -> list[str]:
+    """The three blobs a drawn tree's files hold, written to the repository at `root`."""
+    return [
+        subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"],
+            cwd=root,
+            input=f"{i}\n".encode(),
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+        for i in range(3)
+    ]
+
+
+def drawn_tree(root: Path, spec: dict[bytes, Any], blobs: list[str]) -> str:
+    """The tree `spec` describes, made by git mktree; submodules name made-up commits."""
+    listing = b""
+    for name, value in spec.items():
+        if isinstance(value, dict):
+            mode, kind, oid = "40000", "tree", drawn_tree(root, value, blobs)
+        else:
+            mode, which = value
+            kind = "commit" if mode == "160000" else "blob"
+            oid = f"{which + 1}" * 40 if kind == "commit" else blobs[which]
+        listing += f"{mode} {kind} {oid}\t".encode() + name + b"\0"
+    done = subprocess.run(
+        ["git", "mktree", "-z", "--missing"],
+        cwd=root,
+        input=listing,
+        capture_output=True,
+        check=True,
+    )
+    return done.stdout.decode().strip()

@@ -1,5 +1,6 @@
-"""The branch HEAD names, read from the HEAD file where git would read the same: the same
-answer as `git symbolic-ref` for every HEAD file."""
+"""harness.repository.history: the branch HEAD names, read from the HEAD file where git would
+read the same (the same answer as `git symbolic-ref` for every HEAD file); the files of a
+tree, each listing after the first moved from the one before (the same as `git ls-tree`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from harness.base.errors import InvalidInput
 from harness.repository.repo import Repo
 
-from .builders import FAST
+from .builders import FAST, TREES, contents, drawn_tree
 
 
 def git_says(root: Path) -> str | None:
@@ -86,3 +87,35 @@ def test_a_symlinked_head_is_read_by_git(tmp_path: Path) -> None:
     head.unlink()
     os.symlink("refs/heads/main", head)  # as git once wrote HEAD, and still reads it
     assert harness_says(Repo(root)) == git_says(root) == "main"
+
+
+def listed(root: Path, tree: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Every file of the tree, and its symlinks and submodules, as `git ls-tree -r` lists them."""
+    out = subprocess.run(
+        ["git", "ls-tree", "-r", "-z", tree], cwd=root, capture_output=True, check=True
+    ).stdout
+    every, special = set(), set()
+    for record in filter(None, out.split(b"\0")):
+        meta, path = record.split(b"\t", 1)
+        name = path.decode("utf-8", "surrogateescape")
+        every.add(name)
+        if meta.split(b" ")[0] in (b"120000", b"160000"):
+            special.add(name)
+    return frozenset(every), frozenset(special)
+
+
+@FAST
+@given(st.lists(TREES, min_size=1, max_size=4))
+def test_each_tree_s_files_are_what_git_ls_tree_lists(
+    tmp_path_factory: pytest.TempPathFactory, specs: list[dict[bytes, object]]
+) -> None:
+    root = tmp_path_factory.mktemp("files")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    blobs = contents(root)
+    trees = [drawn_tree(root, spec, blobs) for spec in specs]
+    repo = Repo(root)
+    try:
+        for tree in [*trees, trees[0]]:  # the last moves back to the first
+            assert repo.files(tree) == listed(root, tree)
+    finally:
+        repo.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from harness.base.errors import HarnessError, InvalidInput
 from harness.repository import objects
 from harness.repository.objects import Entry, commit_object
 from harness.repository.repo import Repo, find_root
+
+from .builders import TREES, contents, drawn_tree
 
 
 def git(root: Path, *args: str, data: bytes = b"", env: dict[str, str] | None = None) -> str:
@@ -207,6 +210,63 @@ def test_any_bytes_read_as_a_tree_are_entries_or_refused(data: bytes) -> None:
         assert "malformed" in str(exc)
     else:
         assert all(len(e.oid) == 40 for _, e in found)
+
+
+def diff_tree(root: Path, old: str, new: str) -> list[tuple[str, Entry | None, Entry | None]]:
+    """What `git diff-tree -r --no-renames` says differs, as objects.Changed holds it."""
+    out = subprocess.run(
+        ["git", "diff-tree", "-r", "-z", "--no-renames", old, new],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout
+    records = iter(out.split(b"\0"))
+    found = []
+    for meta in records:
+        if not meta:
+            continue
+        old_mode, new_mode, old_id, new_id, _ = meta.decode().lstrip(":").split(" ")
+        path = next(records).decode("utf-8", "surrogateescape")
+        sides = [
+            None if int(mode, 8) == 0 else Entry(f"{int(mode, 8):o}", oid)
+            for mode, oid in ((old_mode, old_id), (new_mode, new_id))
+        ]
+        found.append((path, *sides))
+    return sorted(found, key=lambda f: f[0])
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Repo, list[str]]]:
+    root = tmp_path_factory.mktemp("drawn")
+    git(root, "init", "-q")
+    found = Repo(root)
+    yield found, contents(root)
+    found.close()
+
+
+@settings(max_examples=80, deadline=None)
+@given(old=TREES, new=TREES)
+def test_the_files_two_trees_differ_in_are_what_git_diff_tree_lists(
+    drawn: tuple[Repo, list[str]], old: dict[bytes, object], new: dict[bytes, object]
+) -> None:
+    repo, blobs = drawn
+    a, b = drawn_tree(repo.root, old, blobs), drawn_tree(repo.root, new, blobs)
+    assert [tuple(c) for c in repo.odb.changes(a, b)] == diff_tree(repo.root, a, b)
+    assert repo.odb.changes(commit(repo.root, b), b) == []  # a commit answers as its tree
+
+
+def test_trees_nested_past_pythons_stack_are_compared(repo: Repo) -> None:
+    deep = "/".join(["d"] * 1200) + "/f"
+    stream = (
+        "commit refs/heads/main\ncommitter n <e@x> 0 +0000\ndata 2\nm\n"
+        f"M 100644 inline {deep}\ndata 2\nx\n\n"
+    )
+    git(repo.root, "fast-import", "--quiet", data=stream.encode())
+    empty = git(repo.root, "mktree", data=b"")
+    assert [c.path for c in repo.odb.changes(empty, "main")] == [deep]
+    with pytest.raises(HarnessError, match="names no commit or tree"):
+        repo.odb.changes(empty, "no-such")
+    repo.close()
 
 
 def test_threads_share_one_reader_one_request_at_a_time(repo: Repo) -> None:

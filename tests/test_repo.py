@@ -3,8 +3,10 @@ outside the destination), matching and syncing the user's files, and reading his
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +43,85 @@ def test_an_ordinary_tree_is_exported_byte_for_byte(repo: Repo, tmp_path: Path) 
     repo.export(tree_with(repo.root, "notes.txt"), tmp_path / "copy")
     assert [p.name for p in (tmp_path / "copy").iterdir()] == ["notes.txt"]
     assert (tmp_path / "copy" / "notes.txt").read_bytes() == b"hi\n"
+
+
+@pytest.mark.parametrize("count", [3, 50, 51, 120])
+def test_a_copy_moved_holds_what_a_fresh_export_holds_however_many_files_change(
+    repo: Repo, tmp_path: Path, count: int
+) -> None:
+    """A few changed files are read through the shared object reader, many through a
+    `git cat-file --batch` of their own: either way the same bytes."""
+
+    def blob(data: bytes) -> str:
+        return git(repo.root, "hash-object", "-w", "--stdin", data=data)
+
+    def made(version: int) -> str:
+        lines = [f"120000 blob {blob(b'f000')}\tlink\n"]
+        for i in range(count):
+            mode = "100755" if i % 2 else "100644"
+            lines.append(f"{mode} blob {blob(f'{i} {version}'.encode())}\tf{i:03d}\n")
+        return git(repo.root, "mktree", data="".join(lines).encode())
+
+    one, two = made(1), made(2)
+    moved, fresh = tmp_path / "moved", tmp_path / "fresh"
+    repo.export(one, moved)
+    repo.export(two, moved, since=one)
+    repo.export(two, fresh)
+    for found in (moved, fresh):
+        assert sorted(p.name for p in found.iterdir()) == sorted(
+            [*(f"f{i:03d}" for i in range(count)), "link"]
+        )
+        assert (found / "link").is_symlink() and os.readlink(found / "link") == "f000"
+        for i in range(count):
+            assert (found / f"f{i:03d}").read_bytes() == f"{i} 2".encode()
+            assert os.access(found / f"f{i:03d}", os.X_OK) == bool(i % 2)
+
+
+def test_the_private_index_is_reused_only_while_it_holds_what_harness_wrote(
+    repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def patch(name: str) -> tuple[str, Path]:
+        path = tmp_path / f"{name}.patch"
+        path.write_text(
+            f"diff --git a/{name} b/{name}\nnew file mode 100644\n--- /dev/null\n"
+            f"+++ b/{name}\n@@ -0,0 +1 @@\n+{name}\n"
+        )
+        return name, path
+
+    def files(tree: str) -> list[str]:
+        return git(repo.root, "ls-tree", "--name-only", tree).split()
+
+    ran: list[str] = []
+    run = repo.git
+
+    def counted(*args: str, **kwargs: Any) -> str:
+        ran.append(args[0])
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(repo, "git", counted)
+    index = tmp_path / "index"
+    tree, _ = repo.apply_tree(tree_with(repo.root, "base"), [patch("a")], index)
+    assert tree is not None and files(tree) == ["a", "base"] and ran.count("read-tree") == 1
+    tree, _ = repo.apply_tree(tree, [patch("b")], index)  # on the tree it made: kept
+    assert tree is not None and files(tree) == ["a", "b", "base"] and ran.count("read-tree") == 1
+    # Rewritten, removed, or holding another tree: read again.
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "read-tree", tree_with(repo.root, "other")], cwd=repo.root, env=env)
+    tree, _ = repo.apply_tree(tree, [patch("c")], index)
+    assert tree is not None and files(tree) == ["a", "b", "base", "c"]
+    index.unlink()
+    tree, _ = repo.apply_tree(tree, [patch("d")], index)
+    assert tree is not None and files(tree) == ["a", "b", "base", "c", "d"]
+    first, _ = repo.apply_tree(tree_with(repo.root, "base"), [patch("e")], index)
+    assert first is not None and files(first) == ["base", "e"]
+    assert ran.count("read-tree") == 4
+    # A patch refused (on the index kept) leaves no index to reuse.
+    refused, why = repo.apply_tree(first, [patch("e")], index)
+    assert refused is None and "git apply refused e" in why and not index.exists()
+    assert ran.count("read-tree") == 4
+    tree, _ = repo.apply_tree(first, [patch("f")], index)
+    assert tree is not None and files(tree) == ["base", "e", "f"] and ran.count("read-tree") == 5
+    repo.close()
 
 
 # -- matching and syncing the user's files ---------------------------------------------------

@@ -57,10 +57,16 @@ import os, sys, _signal
 fd = int(sys.argv[1]); spec = sys.argv[2]; argv = sys.argv[3:]
 os.set_inheritable(fd, False)
 try:
-    import ctypes
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+    # prctl(PR_SET_DUMPABLE, 0) through _ctypes itself: ctypes's own modules take 3 ms more
+    # of every call's start.
+    import _ctypes
+    _ctypes.call_function(_ctypes.dlsym(_ctypes.dlopen(None), "prctl"), (4, 0, 0, 0, 0))
 except Exception:
-    pass
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+    except Exception:
+        pass
 pid = 0
 def forward(signum, frame):
     if pid:

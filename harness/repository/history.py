@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -37,7 +38,16 @@ def _plain_branch(head: Path) -> str | None:
     return found.group(1).decode("ascii")
 
 
+_SPECIAL = (objects.LINK, objects.GITLINK)  # what a change may not write through or over
+
+
 class History(Git):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        # The tree `files` listed last, with its files and special files.
+        self._files: tuple[str, frozenset[str], frozenset[str]] | None = None
+        self._files_lock = threading.Lock()
+
     def head(self) -> str:
         found = self.odb.get("HEAD")
         if found is None:
@@ -136,16 +146,36 @@ class History(Git):
         return "\0".join(e for e in listing if e and e.split("\t", 1)[1] != top)
 
     def files(self, commit: str) -> tuple[frozenset[str], frozenset[str]]:
-        """Every file of `commit`'s tree, and those of them that are symlinks or submodules,
-        from one listing."""
-        out = self.git("ls-tree", "-r", "-z", commit)
-        every, specials = set(), set()
-        for entry in filter(None, out.split("\0")):
-            meta, path = entry.split("\t", 1)
-            every.add(path)
-            if meta.split(" ")[0] in ("120000", "160000"):
-                specials.add(path)
-        return frozenset(every), frozenset(specials)
+        """Every file of `commit`'s tree, and those of them that are symlinks or submodules.
+
+        The first is one listing; each after it is the one before, moved by the files that
+        differ between the two trees (a landing's gate asks once per change, and the tree
+        moved by the last change)."""
+        tree = self.tree_of(commit)
+        with self._files_lock:
+            last = self._files
+        if last is None:
+            every, specials = set(), set()
+            for entry in filter(None, self.git("ls-tree", "-r", "-z", tree).split("\0")):
+                meta, path = entry.split("\t", 1)
+                every.add(path)
+                if meta.split(" ")[0] in _SPECIAL:
+                    specials.add(path)
+        elif last[0] == tree:
+            return last[1], last[2]
+        else:
+            every, specials = set(last[1]), set(last[2])
+            for path, _, now in self.odb.changes(last[0], tree):
+                every.discard(path)
+                specials.discard(path)
+                if now is not None:
+                    every.add(path)
+                    if now.mode in _SPECIAL:
+                        specials.add(path)
+        found = frozenset(every), frozenset(specials)
+        with self._files_lock:
+            self._files = (tree, *found)
+        return found
 
     def last_task_commit(
         self, task_id: str, head: str = "HEAD"
@@ -228,10 +258,7 @@ class History(Git):
 
     def changed_between(self, old: str, new: str) -> list[str]:
         """Paths that differ between two commits (both ends of a rename)."""
-        out = self.git(
-            "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", old, new
-        )
-        return sorted(filter(None, out.split("\0")))
+        return [change.path for change in self.odb.changes(old, new)]
 
     def working_changes(self, stack: ExitStack, commit: str, paths: Sequence[str]) -> Spool:
         """Tracked files under `paths` whose working copy differs from `commit`, as

@@ -17,6 +17,7 @@ from harness.base.errors import HarnessError
 
 _KINDS = frozenset({b"blob", b"tree", b"commit", b"tag"})
 TREE = "40000"
+LINK = "120000"
 GITLINK = "160000"  # a submodule's commit
 
 
@@ -43,6 +44,15 @@ class Entry(NamedTuple):
     def regular(self) -> bool:
         """A file (not a link, a folder or a submodule)."""
         return int(self.mode, 8) & 0o170000 == 0o100000
+
+
+class Changed(NamedTuple):
+    """A file that differs between two trees: its path, and its entry in each (None where
+    it has none)."""
+
+    path: str
+    old: Entry | None
+    new: Entry | None
 
 
 class Objects:
@@ -96,9 +106,7 @@ class Objects:
         """The entry at `path` (slash-separated) in the tree of the commit or tree `rev`;
         None where there is none. A `rev` naming neither is an error, never an empty tree:
         a sync would take every path for deleted."""
-        tree = self.commit_tree(rev)
-        if tree is None:
-            raise HarnessError(f"git: {rev[:80]!r} names no commit or tree")
+        tree = self._tree(rev)
         parts = path.split("/")
         if "" in parts:
             return None
@@ -106,14 +114,57 @@ class Objects:
         for part in parts:
             if found.mode != TREE:
                 return None
-            listing = self.get(found.oid)
-            if listing is None or listing.kind != "tree":
-                raise HarnessError(f"git tree {found.oid} is missing")
-            named = dict(entries(listing.data, len(found.oid) // 2)).get(os.fsencode(part))
+            named = self._listing(found.oid).get(os.fsencode(part))
             if named is None:
                 return None
             found = named
         return found
+
+    def changes(self, old: str, new: str) -> list[Changed]:
+        """The files that differ between the trees of the commits (or trees) `old` and
+        `new`, as `git diff-tree -r --no-renames` lists them: a submodule is one file, and
+        a file that became a folder is that file gone and each file of the folder new.
+        Only the trees that differ are read, so the cost is the change's. By path."""
+        found: list[Changed] = []
+        todo: list[tuple[str | None, str | None, bytes]] = [(self._tree(old), self._tree(new), b"")]
+        while todo:  # not recursion: a hostile tree may nest deeper than Python's stack
+            left_id, right_id, prefix = todo.pop()
+            if left_id == right_id:
+                continue
+            left, right = self._listing(left_id), self._listing(right_id)
+            for name in left.keys() | right.keys():
+                was, now = left.get(name), right.get(name)
+                if was == now:
+                    continue
+                path = prefix + name
+                below = (
+                    was.oid if was is not None and was.mode == TREE else None,
+                    now.oid if now is not None and now.mode == TREE else None,
+                )
+                if below != (None, None):
+                    todo.append((*below, path + b"/"))
+                if below[0] is not None:
+                    was = None
+                if below[1] is not None:
+                    now = None
+                if was is not None or now is not None:
+                    found.append(Changed(path.decode("utf-8", "surrogateescape"), was, now))
+        return sorted(found, key=lambda change: change.path)
+
+    def _tree(self, rev: str) -> str:
+        tree = self.commit_tree(rev)
+        if tree is None:
+            raise HarnessError(f"git: {rev[:80]!r} names no commit or tree")
+        return tree
+
+    def _listing(self, tree: str | None) -> dict[bytes, Entry]:
+        """A tree's entries by name; none for no tree."""
+        if tree is None:
+            return {}
+        found = self.get(tree)
+        if found is None or found.kind != "tree":
+            raise HarnessError(f"git tree {tree} is missing")
+        return dict(entries(found.data, len(tree) // 2))
 
     def close(self) -> None:
         _stop(self._proc)

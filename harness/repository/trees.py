@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -12,12 +13,21 @@ from pathlib import Path
 from harness.base import files
 from harness.base.errors import Halted, HarnessError
 from harness.repository.history import History
+from harness.repository.objects import GITLINK, LINK, Changed
 from harness.repository.process import split
 
-_GITLINK = "160000"  # a submodule's commit
+# Blobs a copy takes through the shared object reader, one request each, rather than a
+# process of its own (a few milliseconds, as long as ~50 requests).
+_FEW = 50
 
 
 class Trees(History):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        # Private index -> the tree it holds, and its file's signature when written.
+        self._indexes: dict[Path, tuple[str, tuple[int, ...]]] = {}
+        self._indexes_lock = threading.Lock()
+
     def export(
         self,
         tree: str,
@@ -36,32 +46,24 @@ class Trees(History):
             if since is None:
                 found = _listed(split(self.tree_entries(stack, tree).result()))
             else:
-                changes = self.spool(stack, "diff-tree", "-r", "-z", "--no-renames", since, tree)
-                found = _changed(split(changes.result()), dest)
+                found = _changed(self.odb.changes(since, tree), dest)
             entries = []
             for mode, sha, name in found:
                 if not _plain_path(name):
                     raise Halted(f"commit {tree[:12]} holds a path git itself refuses: {name!r}")
                 if keep(name):
                     entries.append((mode, sha, name))
-            wanted = stack.enter_context(tempfile.TemporaryFile())
-            wanted.write(
-                b"".join(f"{sha}\n".encode() for mode, sha, _ in entries if mode != _GITLINK)
-            )
-            wanted.seek(0)
-            blobs = self.contents(stack, wanted).result()
+            blobs = self._blobs(stack, [sha for mode, sha, _ in entries if mode != GITLINK])
             dest.mkdir(parents=True, exist_ok=True)
             links = []
             for mode, _, name in entries:
                 target = dest / name
                 target.parent.mkdir(parents=True, exist_ok=True)
-                if mode == _GITLINK:
+                if mode == GITLINK:
                     target.mkdir(exist_ok=True)
                     continue
-                size = int(blobs.readline().split()[2])
-                data = blobs.read(size)
-                blobs.read(1)
-                if mode == "120000":
+                data = next(blobs)
+                if mode == LINK:
                     links.append((target, os.fsdecode(data)))
                 else:
                     target.write_bytes(data)
@@ -71,16 +73,47 @@ class Trees(History):
             for target, points_to in links:
                 target.symlink_to(points_to)
 
+    def _blobs(self, stack: ExitStack, shas: list[str]) -> Iterator[bytes]:
+        """The blobs' contents in order: a few through the repository's object reader, more
+        through a `git cat-file --batch` of their own, which streams them."""
+        if len(shas) <= _FEW:
+            for sha in shas:
+                found = self.odb.get(sha)
+                if found is None or found.kind != "blob":
+                    raise HarnessError(f"git blob {sha} is missing")
+                yield found.data
+            return
+        wanted = stack.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 -- the stack closes it
+        wanted.write(b"".join(f"{sha}\n".encode() for sha in shas))
+        wanted.seek(0)
+        blobs = self.contents(stack, wanted).result()
+        for sha in shas:
+            header = blobs.readline().split()
+            if len(header) != 3 or header[1] != b"blob":
+                raise HarnessError(f"git blob {sha} is missing")
+            yield blobs.read(int(header[2]))
+            blobs.read(1)
+
     def apply_tree(
         self, head: str, patches: Sequence[tuple[str, Path]], index: Path
     ) -> tuple[str | None, str]:
         """The tree of `head` with the (name, patch) pairs applied in order, computed on a
         private index without touching any files; (tree, "") or (None, which patch git
-        refused and why)."""
+        refused and why).
+
+        The index is kept holding the tree made: the next change, made on that tree (the
+        commit of this one), is applied to it as it is, without reading the tree again."""
         env = {"GIT_INDEX_FILE": str(index)}
-        index.unlink(missing_ok=True)
+        base = self.tree_of(head)
+        made = None
+        with self._indexes_lock:
+            held = self._indexes.pop(index, None)
         try:
-            self.git("read-tree", head, env=env)
+            # Only an index this process wrote and no one has touched since: anything else
+            # (a killed run's, one moved or rewritten) is made again from the tree.
+            if held is None or held != (base, _signature(index)):
+                index.unlink(missing_ok=True)
+                self.git("read-tree", base, env=env)
             for name, patch in patches:
                 # One apply, no `--check` first: git checks the whole patch before it writes
                 # the index and says the same when it refuses.
@@ -99,9 +132,15 @@ class Trees(History):
                     said = err.replace(str(patch), name)
                     why = (said.strip().splitlines() or [f"exit {code}"])[0]
                     return None, f"git apply refused {name}: {why}"
-            return self.git("write-tree", env=env).strip(), ""
+            made = self.git("write-tree", env=env).strip()
+            return made, ""
         finally:
-            index.unlink(missing_ok=True)
+            signature = None if made is None else _signature(index)
+            if made is None or signature is None:
+                index.unlink(missing_ok=True)
+            else:
+                with self._indexes_lock:
+                    self._indexes[index] = (made, signature)
 
     @contextmanager
     def scratch(self, tree: str, where: Path, git_dir: bool = False) -> Iterator[Path]:
@@ -163,30 +202,35 @@ def _listed(records: Iterator[bytes]) -> Iterator[tuple[str, str, str]]:
         yield mode, sha, path.decode("utf-8", "surrogateescape")
 
 
-def _changed(records: Iterator[bytes], dest: Path) -> Iterator[tuple[str, str, str]]:
-    """(mode, object id, path) of each entry a raw `diff-tree -r -z` says is new or changed,
-    once every path it names is gone from `dest`, and the folders they leave empty: so a
-    file can become a folder and a folder a file."""
-    found = []
-    for meta in records:
-        path = next(records).decode("utf-8", "surrogateescape")
-        _, mode, _, sha, status = meta.decode().lstrip(":").split(" ")
-        found.append((mode, sha, path, status))
-    for _, _, path, _ in found:
-        target = dest / path
+def _changed(changes: list[Changed], dest: Path) -> Iterator[tuple[str, str, str]]:
+    """(mode, object id, path) of each file that is new or changed, once every path that
+    differs is gone from `dest`, and the folders they leave empty: so a file can become a
+    folder and a folder a file."""
+    for change in changes:
+        target = dest / change.path
         if target.is_symlink() or target.is_file():
             target.unlink()
         elif target.is_dir():
             files.wipe(target)
-    for _, _, path, _ in sorted(found, key=lambda f: -f[2].count("/")):
-        parent = (dest / path).parent
+    for change in sorted(changes, key=lambda c: -c.path.count("/")):
+        parent = (dest / change.path).parent
         while parent != dest:
             try:
                 parent.rmdir()
             except OSError:
                 break
             parent = parent.parent
-    return ((mode, sha, path) for mode, sha, path, status in found if status != "D")
+    return ((c.new.mode, c.new.oid, c.path) for c in changes if c.new is not None)
+
+
+def _signature(path: Path) -> tuple[int, ...] | None:
+    """What tells a file rewritten or replaced from the one that was there: its inode, size
+    and change time; None when there is none."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
 
 
 def _plain_path(name: str) -> bool:

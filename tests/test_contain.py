@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.boundary.contain import Containment
+from harness.boundary import registry, sandbox
+from harness.boundary.contain import Ahead, Containment, _emptied
 from harness.repository.layout import Layout
 from harness.repository.repo import Repo
 from harness.spec import config
@@ -107,3 +108,129 @@ def test_a_change_of_visible_rebuilds_the_copy(
     narrow = replace(contain, config=replace(contain.config, visible=("src/**",)))
     narrow.view(g, base, view)
     assert listing(view) == {"src": "/", "src/a": "1"}
+
+
+# -- the next call's sandbox, started ahead ------------------------------------------------
+
+
+def test_a_worker_home_is_emptied_in_place_whatever_it_was_left_as(tmp_path: Path) -> None:
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    outside.write_text("kept")
+    (home / "locked" / "deep").mkdir(parents=True)
+    (home / "locked" / "deep" / "f").write_text("x")
+    (home / "link").symlink_to(outside)
+    (home / "dirlink").symlink_to(tmp_path)
+    (home / "locked").chmod(0o000)
+    home.chmod(0o500)
+    before = home.stat().st_ino
+    assert _emptied(home) == home
+    assert home.stat().st_ino == before and list(home.iterdir()) == []
+    assert outside.read_text() == "kept" and (tmp_path / "home").is_dir()
+    # A link or a file where the folder was is replaced, never followed.
+    home.rmdir()
+    home.symlink_to(outside)
+    _emptied(home)
+    assert home.is_dir() and not home.is_symlink() and outside.read_text() == "kept"
+    for gone in (tmp_path / "absent",):
+        assert _emptied(gone).is_dir()
+
+
+class Sandbox:
+    """A held sandbox as Ahead keeps it: its key, and whether it was dropped."""
+
+    def __init__(self, key: tuple[object, ...]) -> None:
+        self.key, self.dropped = key, False
+
+    def drop(self) -> None:
+        self.dropped = True
+
+
+def test_a_sandbox_held_is_taken_only_for_its_command_on_what_it_binds(
+    tmp_path: Path,
+) -> None:
+    view, home, key = tmp_path / "view", tmp_path / "home", tmp_path / "key.json"
+    view.mkdir()
+    home.mkdir()
+    key.write_text("token")
+    box = sandbox.Box(view, home, files=(key,), home_files=((tmp_path / "absent", "a"),))
+    ahead = Ahead()
+
+    def held() -> Sandbox:
+        made = Sandbox(("k",))
+        ahead.hold(tmp_path, made, box)  # type: ignore[arg-type]
+        return made
+
+    one = held()
+    assert ahead.take(tmp_path / "other", ("k",), box) is None  # another slot's
+    assert ahead.take(tmp_path, ("k",), box) is one and not one.dropped
+    assert ahead.take(tmp_path, ("k",), box) is None  # taken once
+    two = held()
+    assert ahead.take(tmp_path, ("another agent",), box) is None and two.dropped
+    # Made anew, each is another file or folder to a bind made before, whatever its inode.
+    for remake in (
+        lambda: (view.rmdir(), view.mkdir()),
+        lambda: (key.unlink(), key.write_text("token")),
+        lambda: (tmp_path / "absent").write_text("now there"),
+    ):
+        made = held()
+        remake()
+        assert ahead.take(tmp_path, ("k",), box) is None and made.dropped
+    (tmp_path / "absent").unlink()
+    key.write_text("rewritten in place: a bind shows it")
+    same = held()
+    assert ahead.take(tmp_path, ("k",), box) is same
+    four, five = held(), held()
+    assert four.dropped and not five.dropped  # one per slot: the newer
+    ahead.drop()
+    assert five.dropped and ahead.take(tmp_path, ("k",), box) is None
+
+
+@pytest.mark.e2e
+def test_each_call_runs_in_the_sandbox_its_slot_s_last_call_started(
+    repo: tuple[Path, Containment, Repo], tmp_path: Path
+) -> None:
+    root, contained, g = repo
+    base = commit(root, {"a.txt": "one"})
+    agent = registry.Agent(
+        id="cat",
+        cmd="/bin/sh",
+        version="1",
+        capabilities=("localized-impl",),
+        args=("-c", "cat; echo $(cat a.txt); ls -A $HOME; echo home=$HOME"),
+        env=(),
+        timeouts=None,
+    )
+    ahead = Ahead()
+    running = replace(contained, ahead=ahead)
+    scratch, staging = tmp_path / "slot", tmp_path / "staging"
+    staging.mkdir()
+    outputs, used = [], []
+    try:
+        for i, text in enumerate(["first", "second", "third"]):
+            (staging / "stdin").write_text(f"{text}\n")
+            held = ahead._ready.get(scratch)
+            res = running.call(agent, g, base, staging, {"soft_s": 30, "hard_s": 60}, scratch)
+            assert res.code == 0, (staging / "stderr.log").read_text()
+            outputs.append((staging / "stdout.ndjson").read_text())
+            if held is not None:  # used: its init started the command, which exited 0
+                assert held[0]._proc is not None
+                used.append(held[0]._proc.returncode)
+            (scratch / "home" / f"left-by-{i}").write_text("x")  # as a worker would
+            base = commit(root, {"a.txt": f"changed {i}"})
+        assert outputs == [
+            "first\none\nhome=/sandbox/home\n",
+            "second\nchanged 0\nhome=/sandbox/home\n",
+            "third\nchanged 1\nhome=/sandbox/home\n",
+        ]
+        assert used == [0, 0] and scratch in ahead._ready
+        # A copy made anew (its marker gone, as a crash leaves it) is another folder: the
+        # sandbox held on the old one is dropped, and the call gets a fresh one.
+        (scratch / "view.held").unlink()
+        held = ahead._ready[scratch][0]
+        (staging / "stdin").write_text("fourth\n")
+        res = running.call(agent, g, base, staging, {"soft_s": 30, "hard_s": 60}, scratch)
+        assert (staging / "stdout.ndjson").read_text() == "fourth\nchanged 2\nhome=/sandbox/home\n"
+        assert held._proc is not None and held._proc.returncode == -9
+    finally:
+        ahead.drop()
+    assert ahead._ready == {}

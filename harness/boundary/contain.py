@@ -4,23 +4,118 @@ holds. The mechanism is sandbox.py; this is the policy read from the config and 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+import stat
+import threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import orjson
 
 from harness.base import files, scope
+from harness.base.errors import HarnessError
 from harness.boundary import egress, proc, proxy, registry, sandbox, sessions, worker
+from harness.boundary.held import Held
 from harness.boundary.registry import Agent
 from harness.repository.layout import Layout
 from harness.repository.repo import Repo
 from harness.spec.config import Config
 
 
+class Ahead:
+    """Sandboxes started ahead (held.Held), at most one per worker folder, each for the next
+    call made there: started as a call ends, while its answer is taken and landed, so the
+    next call's sandbox is up when its turn comes. One that is for another command, or that
+    binds a folder or file made anew since, is dropped: a bind shows what it was made on."""
+
+    def __init__(self) -> None:
+        self._ready: dict[Path, tuple[Held, _Pinned]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, scratch: Path, key: tuple[object, ...], box: sandbox.Box) -> Held | None:
+        with self._lock:
+            found = self._ready.pop(scratch, None)
+        if found is None:
+            return None
+        ready, pinned = found
+        same = ready.key == key and pinned.still(_bound(box))
+        pinned.close()
+        if same:
+            return ready
+        ready.drop()
+        return None
+
+    def hold(self, scratch: Path, ready: Held, box: sandbox.Box) -> None:
+        pinned = _Pinned(_bound(box))
+        with self._lock:
+            found = self._ready.pop(scratch, None)
+            self._ready[scratch] = (ready, pinned)
+        if found is not None:
+            found[1].close()
+            found[0].drop()
+
+    def drop(self) -> None:
+        """Every sandbox still held, ended unused."""
+        with self._lock:
+            found, self._ready = list(self._ready.values()), {}
+        for ready, pinned in found:
+            pinned.close()
+            ready.drop()
+
+
+def _bound(box: sandbox.Box) -> tuple[Path, ...]:
+    """What a box binds from the host for its command: its folders and the files it shows."""
+    return (
+        box.work,
+        box.home,
+        *box.files,
+        *(host for host, _ in box.home_files),
+        *(host for host, _ in box.binds),
+    )
+
+
+class _Pinned:
+    """Paths held open as bwrap binds them (through symlinks), so each is known again by
+    its inode: while one is open, nothing made in its place can be given its inode number.
+    A bind shows the file or folder it was made on, not one put there since."""
+
+    def __init__(self, paths: tuple[Path, ...]) -> None:
+        self._fds: list[int] = []
+        for path in paths:
+            try:
+                self._fds.append(os.open(path, os.O_PATH))
+            except OSError:
+                self._fds.append(-1)  # not there: only a bind that may be missing skips it
+
+    def still(self, paths: tuple[Path, ...]) -> bool:
+        """Whether each path is still what was pinned, or still missing."""
+        for fd, path in zip(self._fds, paths, strict=True):
+            try:
+                now = path.stat()
+            except OSError:
+                now = None
+            if fd < 0 or now is None:
+                if (fd < 0) != (now is None):
+                    return False
+                continue
+            held = os.fstat(fd)
+            if (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):
+                return False
+        return True
+
+    def close(self) -> None:
+        for fd in self._fds:
+            if fd >= 0:
+                os.close(fd)
+        self._fds = [-1] * len(self._fds)
+
+
 @dataclass(frozen=True)
 class Containment:
     layout: Layout
     config: Config
+    # Set for a run of many calls (executors.Local): each call's end starts the next one's
+    # sandbox, ended by Ahead.drop when the run ends.
+    ahead: Ahead | None = field(default=None, compare=False)
 
     def box(self, work: Path, home: Path, agent: Agent | None = None) -> sandbox.Box | None:
         """An agent's sandbox, or a verify command's (no agent); None when the config turned
@@ -61,10 +156,15 @@ class Containment:
         (read-only: its changes travel in its answer) with a private home; under
         `"network": "proxy"`, with a proxy of its own for the call, whose refusals join the
         call's record (staging/egress.json) with the network it had."""
-        home = _fresh(scratch / "home")
+        home = _emptied(scratch / "home")
         sessions.seed(home, scratch)
         view = self.view(git, base, scratch / "view")
         box = self.box(view, home, agent)
+        ahead = self.ahead if box is not None and agent.network != "proxy" else None
+        ready = None
+        if ahead is not None and box is not None:
+            argv, env = agent.argv(self.layout.root), worker.env_for(agent, home)
+            ready = ahead.take(scratch, Held.key_for(box, argv, view, env), box)
         running = None
         if box is not None and agent.network == "proxy":
             user_home = Path(os.environ.get("HOME", "/nonexistent"))
@@ -81,6 +181,7 @@ class Containment:
                 timeouts,
                 box,
                 self.config.max_output_bytes,
+                ready,
             )
         finally:
             if running is not None:
@@ -92,7 +193,19 @@ class Containment:
             egress.record(staging, agent.network, running.refused if running is not None else ())
         if agent.resume:
             sessions.collect(agent.cli, home, scratch)
+        if ahead is not None and box is not None:
+            self.hold(ahead, agent, scratch, box)
         return ran
+
+    def hold(self, ahead: Ahead, agent: Agent, scratch: Path, box: sandbox.Box) -> None:
+        """Start the sandbox of the next call made in `scratch`, on the same folders: its
+        home emptied now, its copy moved to the call's base before it goes."""
+        env = worker.env_for(agent, _emptied(box.home))
+        try:
+            ready = Held(box, agent.argv(self.layout.root), box.work, env)
+        except (HarnessError, OSError):
+            return  # harness is stopping, or no sandbox would start: the call starts one
+        ahead.hold(scratch, ready, box)
 
     def view(self, git: Repo, base: str, folder: Path) -> Path:
         """`folder` made to hold exactly what a worker may see of `base`.
@@ -115,6 +228,22 @@ class Containment:
             git.export(tree, folder, keep=self.shown)
         files.atomic_write(marker, files.dumps({"tree": tree, "visible": visible}))
         return folder
+
+
+def _emptied(folder: Path) -> Path:
+    """`folder` empty, and the same folder when it was one: a sandbox started ahead binds
+    it. Whatever a worker made of it (unwritable, unreadable) is opened up first."""
+    try:
+        found = folder.lstat()
+    except FileNotFoundError:
+        found = None
+    if found is None or not stat.S_ISDIR(found.st_mode):
+        return _fresh(folder)
+    if found.st_mode & 0o700 != 0o700:
+        folder.chmod(found.st_mode & 0o7777 | 0o700)
+    for child in folder.iterdir():
+        files.wipe(child)
+    return folder
 
 
 def _fresh(folder: Path) -> Path:

@@ -19,7 +19,7 @@ CHUNK = 64 << 10  # read at a time: all of the output harness ever holds in memo
 @dataclass
 class _Sink:
     names: tuple[str, ...]  # the streams that write to it: two when they share a file
-    file: IO[bytes]
+    file: IO[bytes] | None  # None until a pipe made ahead of its command is given one
     kept: int = 0
     cut: bool = False
 
@@ -39,9 +39,10 @@ class Output:
         self._ends: list[int] = []  # the command's ends, ours to close once it has them
         stack.callback(self.started)
 
-    def pipe(self, path: Path, names: tuple[str, ...]) -> int:
-        """A pipe into `path` (truncated); returns the end to give the command."""
-        sink = _Sink(names, self._stack.enter_context(path.open("wb")))
+    def pipe(self, path: Path | None, names: tuple[str, ...]) -> int:
+        """A pipe into `path` (truncated), or into the file `into` names later; returns the
+        end to give the command."""
+        sink = _Sink(names, None if path is None else self._stack.enter_context(path.open("wb")))
         read, write = os.pipe()
         self._stack.callback(os.close, read)
         self._ends.append(write)
@@ -49,6 +50,14 @@ class Output:
         self._selector.register(read, selectors.EVENT_READ, sink)
         self._sinks.append(sink)
         return write
+
+    def into(self, paths: list[Path], cap: int) -> None:
+        """The files (truncated) of pipes made without one, in the order they were made, and
+        the cap: for a command started ahead of its call, which prints nothing before it."""
+        for sink, path in zip(self._sinks, paths, strict=True):
+            sink.file = self._stack.enter_context(path.open("wb"))
+        self._cap = cap
+        self.last = time.monotonic()
 
     def started(self) -> None:
         """Our copies of the command's ends closed, so its exit brings end of file."""
@@ -108,7 +117,7 @@ class Output:
                 continue
             self.last = time.monotonic()
             room = self._cap - sink.kept
-            if room > 0:
+            if room > 0 and sink.file is not None:
                 sink.file.write(chunk[:room])
                 sink.kept += min(room, len(chunk))
             sink.cut = sink.cut or len(chunk) > room

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from harness.base.errors import HarnessError
 from harness.boundary import sandbox
@@ -65,6 +65,11 @@ _LIVE_LOCK = threading.Lock()
 _STOPPED = threading.Event()  # set from stop_all until allow_all: nothing may start
 
 
+def stopping() -> bool:
+    """Whether harness is stopping (stop_all): no command may start."""
+    return _STOPPED.is_set()
+
+
 def pause(seconds: float) -> None:
     """Wait `seconds`, or less when harness is stopping (stop_all)."""
     if seconds > 0:
@@ -111,6 +116,21 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+class Ready(Protocol):
+    """A sandbox started ahead of its command (held.Held)."""
+
+    def go(
+        self,
+        stack: ExitStack,
+        stdin: Path | None,
+        stdout: Path | None,
+        stderr: Path | None,
+        cap: int,
+    ) -> tuple[subprocess.Popen[bytes], Output, Boxed] | None:
+        """The command started in it, owned by `stack` from then on; None when it cannot
+        be (the sandbox is then ended)."""
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -124,6 +144,7 @@ def run(
     box: sandbox.Box | None = None,
     cap: int = CAP,
     idle_s: float | None = None,
+    held: Ready | None = None,
 ) -> Result:
     """Run `argv` (no shell) in a new session; no descendant in its group outlives the call.
 
@@ -134,6 +155,8 @@ def run(
 
     With a `box` the command runs inside that sandbox, and nothing it started outlives it:
     whatever is alive in its PID namespace when it ends is reported as a leak and killed.
+    `held`, that sandbox started ahead for this command (held.Held), is used when it still
+    can be; the command is started afresh when not.
     """
     if not argv:
         raise HarnessError("cannot execute an empty command")
@@ -143,19 +166,24 @@ def run(
         if at is not None
     )
     with ExitStack() as stack:
-        out, fin, fout, ferr = _streams(stack, cap, stdin, stdout, stderr)
-        boxed = _Boxed(stack, box, argv, cwd) if box is not None else None
-        if _STOPPED.is_set():
-            raise HarnessError(f"not starting {argv[0]!r}: harness is stopping")
-        start = time.monotonic()
-        proc = _start(argv, cwd, env, boxed, out, (fin, fout, ferr))
+        went = None if held is None else held.go(stack, stdin, stdout, stderr, cap)
+        if went is None:
+            out, fin, fout, ferr = _streams(stack, cap, stdin, stdout, stderr)
+            boxed = Boxed(stack, box, argv, cwd) if box is not None else None
+            if _STOPPED.is_set():
+                raise HarnessError(f"not starting {argv[0]!r}: harness is stopping")
+            start = time.monotonic()
+            proc = spawn(argv, cwd, env, boxed, out, (fin, fout, ferr))
+        else:
+            proc, out, boxed = went
+            start = time.monotonic()
         leaked = False
         try:
             timed_out = _wait(proc, out, boxed, stages, idle_s, start)
             if boxed is None:
                 leaked = timed_out is None and _group_alive(proc.pid)
         finally:
-            _end(proc)
+            end(proc)
         duration = time.monotonic() - start
         # Everything in the group or the sandbox is dead now, so the pipes close at once,
         # unless an uncontained daemon that left the group holds one: it gets a grace.
@@ -190,11 +218,11 @@ def _streams(
     return out, fin, fout, ferr
 
 
-def _start(
+def spawn(
     argv: Sequence[str],
     cwd: Path,
     env: Mapping[str, str],
-    boxed: _Boxed | None,
+    boxed: Boxed | None,
     out: Output,
     fds: tuple[IO[bytes] | int, int, int],
 ) -> subprocess.Popen[bytes]:
@@ -227,7 +255,7 @@ def _start(
 def _wait(
     proc: subprocess.Popen[bytes],
     out: Output,
-    boxed: _Boxed | None,
+    boxed: Boxed | None,
     stages: list[tuple[float, signal.Signals, str]],
     idle_s: float | None,
     start: float,
@@ -269,7 +297,7 @@ def _wait(
     return timed_out
 
 
-def _end(proc: subprocess.Popen[bytes]) -> None:
+def end(proc: subprocess.Popen[bytes]) -> None:
     """Kill the command's group and reap it."""
     # The group id outlives its leader while any member lives, so this reaches
     # descendants even after the direct child was reaped; a group id is not reused
@@ -281,16 +309,24 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-class _Boxed:
+class Boxed:
     """The sandbox side of one run(): its command line, the files init and bwrap report to."""
 
-    def __init__(self, stack: ExitStack, box: sandbox.Box, argv: Sequence[str], cwd: Path) -> None:
+    def __init__(
+        self,
+        stack: ExitStack,
+        box: sandbox.Box,
+        argv: Sequence[str],
+        cwd: Path,
+        held: bool = False,
+    ) -> None:
         self.box = box
         self.report = stack.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 -- the stack closes it
         self.info, self._info_w = os.pipe()
         stack.callback(os.close, self.info)
         os.set_blocking(self.info, False)
-        self.argv = sandbox.command(box, argv, cwd, self.report.fileno(), self._info_w)
+        report = self.report.fileno()
+        self.argv = sandbox.command(box, argv, cwd, report, self._info_w, held)
         self.fds = (self.report.fileno(), self._info_w)
         self._pid: int | None = None
 

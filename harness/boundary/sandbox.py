@@ -54,7 +54,7 @@ FIX = (
 # threads of its own: no process the command could kill or count as its own.
 INIT = r"""
 import os, sys, _signal
-fd = int(sys.argv[1]); spec = sys.argv[2]; argv = sys.argv[3:]
+fd = int(sys.argv[1]); spec = sys.argv[2]; held = sys.argv[3]; argv = sys.argv[4:]
 os.set_inheritable(fd, False)
 try:
     # prctl(PR_SET_DUMPABLE, 0) through _ctypes itself: ctypes's own modules take 3 ms more
@@ -74,6 +74,25 @@ def forward(signum, frame):
         except OSError: pass
 _signal.signal(15, forward)
 _signal.signal(2, forward)
+if held:
+    # Started ahead of its call: the command's stdin comes on ours after "go", and goes to
+    # it as a file; anything else (harness closed the pipe) ends the sandbox unused.
+    got = []
+    while True:
+        chunk = os.read(0, 65536)
+        if not chunk:
+            break
+        got.append(chunk)
+    data = b"".join(got)
+    if not data.startswith(b"go\n"):
+        os._exit(0)
+    mem = os.memfd_create("stdin")
+    rest = memoryview(data)[3:]
+    while rest:
+        rest = rest[os.write(mem, rest):]
+    os.lseek(mem, 0, 0)
+    os.dup2(mem, 0)
+    os.close(mem)
 code = 127
 try:
     if spec:
@@ -254,12 +273,15 @@ def require() -> None:
         raise Halted(f"no sandbox: {why}; {FIX}")
 
 
-def prefix(box: Box, cwd: Path, init: tuple[str, int, int] | None = None) -> list[str]:
+def prefix(
+    box: Box, cwd: Path, init: tuple[str, int, int] | None = None, held: bool = False
+) -> list[str]:
     """The bwrap command line that enters `box` at `cwd` (a path as seen inside).
 
     With `init` (python, report fd, info fd) the command runs under the init above, as
     pid 1, and bwrap writes that pid's host pid to the info fd. A box's `egress` needs
-    init, which starts its forwarder.
+    init, which starts its forwarder. A `held` init starts the command only once its stdin
+    says "go", and gives it the rest of its stdin (proc.Held).
     """
     if box.egress is not None and init is None:
         raise ValueError("a sandbox with a way out through a proxy runs under init")
@@ -313,6 +335,7 @@ def prefix(box: Box, cwd: Path, init: tuple[str, int, int] | None = None) -> lis
     if init is not None:
         python, fd, _ = init
         argv += ["--as-pid-1", "--", python, "-I", "-S", "-c", program, str(fd), spec]
+        argv.append("1" if held else "")
     else:
         argv.append("--")
     return argv
@@ -393,9 +416,13 @@ def _ancestor(path: Path, of: Path) -> bool:
     return path in of.parents
 
 
-def command(box: Box, argv: Sequence[str], cwd: Path, report_fd: int, info_fd: int) -> list[str]:
-    """The full command line that runs `argv` at `cwd` (a host path) in `box`, under init."""
-    return [*prefix(box, box.inside(cwd), (sys.executable, report_fd, info_fd)), *argv]
+def command(
+    box: Box, argv: Sequence[str], cwd: Path, report_fd: int, info_fd: int, held: bool = False
+) -> list[str]:
+    """The full command line that runs `argv` at `cwd` (a host path) in `box`, under init
+    (held until told to go, with `held`)."""
+    init = (sys.executable, report_fd, info_fd)
+    return [*prefix(box, box.inside(cwd), init, held), *argv]
 
 
 def read_report(fd: int) -> Report | None:

@@ -42,6 +42,7 @@ def run(
     timeouts: dict[str, float],
     box: sandbox.Box | None,
     max_output: int | None = None,
+    held: proc.Ready | None = None,
 ) -> proc.Result:
     """Start the agent in its sandbox with `folder/stdin` as its stdin; output goes to
     files in `folder`.
@@ -49,7 +50,8 @@ def run(
     Each file keeps at most `max_output` + 1 bytes (proc's default cap without it): one
     byte more than an answer may have, so an answer that was cut is still judged too long.
     The values of the variables the agent was allowed to see are then blanked out of both
-    output files, so a key the agent echoes is never recorded.
+    output files, so a key the agent echoes is never recorded. `held` is its sandbox started
+    ahead (held.Held).
     """
     cap = proc.CAP if max_output is None else max_output + 1
     result = proc.run(
@@ -63,6 +65,7 @@ def run(
         hard_s=timeouts["hard_s"],
         box=box,
         cap=cap,
+        held=held,
     )
     secrets = [os.environ[name] for name in agent.env if len(os.environ.get(name, "")) >= 6]
     for name, stream in (("stdout.ndjson", "stdout"), ("stderr.log", "stderr")):

@@ -12,11 +12,12 @@ import itertools
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 from harness.boundary import proc
-from harness.boundary.contain import Containment
+from harness.boundary.contain import Ahead, Containment
 from harness.checks import sequence
 from harness.repository import repo
 from harness.step.executing import Call, checked
@@ -48,6 +49,11 @@ class Local:
 
     def __init__(self, task: Task, slots: int) -> None:
         self.answering: Worker = task.answering
+        self.ahead: Ahead | None = None
+        if isinstance(self.answering, Containment):
+            # Each call's end starts the next one's sandbox in its slot (contain.Ahead).
+            self.ahead = Ahead()
+            self.answering = replace(self.answering, ahead=self.ahead)
         self.git = task.git
         self.contain: Containment = task.contain
         self.root, self.cache = task.layout.root, task.layout.state / "coverage"
@@ -65,6 +71,8 @@ class Local:
     def close(self) -> None:
         self.calls.shutdown(wait=True)
         self.checks.shutdown(wait=True)
+        if self.ahead is not None:
+            self.ahead.drop()
         # A Ctrl-C inside submit() can leave a thread started but not yet counted by its
         # pool, which shutdown does not wait for: it would start its call once the run had
         # let processes start again, and hold the interpreter's exit until the call ended.

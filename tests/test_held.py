@@ -140,3 +140,24 @@ def test_stopping_harness_ends_held_sandboxes_and_starts_none(box: sandbox.Box) 
             held(box, "echo hi")
     finally:
         proc.allow_all()
+
+
+def test_a_stdin_that_cannot_be_read_fails_as_it_would_fresh_and_ends_the_sandbox(
+    box: sandbox.Box,
+) -> None:
+    ready = held(box, "cat")
+    pid = ready._proc.pid if ready._proc is not None else 0
+    folder = box.work.parent
+    for given in (None, ready):
+        with pytest.raises(FileNotFoundError):
+            proc.run(
+                ["cat"],
+                cwd=box.work,
+                env=proc.base_env(box.home),
+                stdin=folder / "missing",
+                stdout=folder / "out",
+                stderr=folder / "err",
+                box=box,
+                held=given,
+            )
+    assert not alive(pid)

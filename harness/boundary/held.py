@@ -77,12 +77,17 @@ class Held:
         if stdout.resolve() == stderr.resolve() or started.poll() is not None:
             self.drop()
             return None
+        try:
+            data = b"go\n" + stdin.read_bytes()
+            self._out.into([stdout, stderr], cap)
+        except BaseException:
+            self.drop()
+            raise
         self._go = None
         stack.enter_context(self._stack)  # from here on, run() owns the sandbox
-        self._out.into([stdout, stderr], cap)
         # From a thread: a large stdin fills the pipe until init reads it, and run() must be
         # waiting meanwhile, its timeouts running.
-        threading.Thread(target=_feed, args=(go, b"go\n" + stdin.read_bytes()), daemon=True).start()
+        threading.Thread(target=_feed, args=(go, data), daemon=True).start()
         return started, self._out, self._boxed
 
     def drop(self) -> None:

@@ -9,10 +9,15 @@ from typing import Any
 
 import pytest
 
+from harness.base.clock import SteppingClock
 from harness.boundary import proc
+from harness.importers import demo
+from harness.repository.layout import Layout
+from harness.step import orchestrator
+from harness.step.task import Task
 
 from .conftest import subtask
-from .scripted import DIFF, Scripted, repository, run
+from .scripted import CLOCK, DIFF, Scripted, repository, run
 
 
 def _calls_alive() -> list[str]:
@@ -77,3 +82,28 @@ def test_a_ctrl_c_the_kernel_gives_a_call_thread_still_stops_the_run(
         released.set()
         timer.cancel()
     assert stopping[:1] == [False]
+
+
+def _children() -> set[int]:
+    """This process's children, running or ended but not reaped."""
+    tasks = Path("/proc/self/task").iterdir()
+    return {int(pid) for task in tasks for pid in (task / "children").read_text().split()}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_run_in_sandboxes_leaves_none_held_behind(tmp_path: Path, slots: int) -> None:
+    """Each call's end starts the next call's sandbox in its slot: the run uses them and
+    ends the last ones, which no call was left for."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    demo.build(root)
+    before = _children()
+    task = Task.load(Layout(root), "demo", SteppingClock(CLOCK))
+    try:
+        steps = orchestrator.steps(task, once=False, slots=slots)
+        done = [s.subtask for s in steps if s is not None]
+    finally:
+        task.git.close()
+    assert sorted(done) == ["T1", "T2", "T3"]
+    assert _children() - before == set()

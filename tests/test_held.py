@@ -19,10 +19,13 @@ pytestmark = pytest.mark.e2e  # bwrap
 
 
 def ran(
-    box: sandbox.Box, command: str, held: Held | None, stdin: bytes = b"", **limits: float
+    box: sandbox.Box, command: str, held: Held | None, stdin: bytes | None = b"", **limits: float
 ) -> tuple[proc.Result, bytes, bytes]:
+    """The command run in `box` (in `held`, if given) on `stdin` (None: a file not there)."""
     folder = box.work.parent
-    (folder / "stdin").write_bytes(stdin)
+    (folder / "stdin").unlink(missing_ok=True)
+    if stdin is not None:
+        (folder / "stdin").write_bytes(stdin)
     res = proc.run(
         ["/bin/sh", "-c", command],
         cwd=box.work,
@@ -147,17 +150,7 @@ def test_a_stdin_that_cannot_be_read_fails_as_it_would_fresh_and_ends_the_sandbo
 ) -> None:
     ready = held(box, "cat")
     pid = ready._proc.pid if ready._proc is not None else 0
-    folder = box.work.parent
     for given in (None, ready):
         with pytest.raises(FileNotFoundError):
-            proc.run(
-                ["cat"],
-                cwd=box.work,
-                env=proc.base_env(box.home),
-                stdin=folder / "missing",
-                stdout=folder / "out",
-                stderr=folder / "err",
-                box=box,
-                held=given,
-            )
+            ran(box, "cat", given, None)
     assert not alive(pid)

@@ -91,7 +91,7 @@ class Held:
         return started, self._out, self._boxed
 
     def drop(self) -> None:
-        """End the sandbox unused: init, told nothing, exits without starting anything."""
+        """End the sandbox unused: its init never started anything in it."""
         if self._go is not None:
             os.close(self._go)
             self._go = None

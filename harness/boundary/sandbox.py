@@ -281,7 +281,7 @@ def prefix(
     With `init` (python, report fd, info fd) the command runs under the init above, as
     pid 1, and bwrap writes that pid's host pid to the info fd. A box's `egress` needs
     init, which starts its forwarder. A `held` init starts the command only once its stdin
-    says "go", and gives it the rest of its stdin (proc.Held).
+    says "go", and gives it the rest of its stdin (held.Held).
     """
     if box.egress is not None and init is None:
         raise ValueError("a sandbox with a way out through a proxy runs under init")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.boundary import registry, sandbox
-from harness.boundary.contain import Ahead, Containment, _emptied
+from harness.boundary.contain import Ahead, Containment
 from harness.repository.layout import Layout
 from harness.repository.repo import Repo
 from harness.spec import config
@@ -113,28 +113,6 @@ def test_a_change_of_visible_rebuilds_the_copy(
 # -- the next call's sandbox, started ahead ------------------------------------------------
 
 
-def test_a_worker_home_is_emptied_in_place_whatever_it_was_left_as(tmp_path: Path) -> None:
-    home, outside = tmp_path / "home", tmp_path / "outside"
-    outside.write_text("kept")
-    (home / "locked" / "deep").mkdir(parents=True)
-    (home / "locked" / "deep" / "f").write_text("x")
-    (home / "link").symlink_to(outside)
-    (home / "dirlink").symlink_to(tmp_path)
-    (home / "locked").chmod(0o000)
-    home.chmod(0o500)
-    before = home.stat().st_ino
-    assert _emptied(home) == home
-    assert home.stat().st_ino == before and list(home.iterdir()) == []
-    assert outside.read_text() == "kept" and (tmp_path / "home").is_dir()
-    # A link or a file where the folder was is replaced, never followed.
-    home.rmdir()
-    home.symlink_to(outside)
-    _emptied(home)
-    assert home.is_dir() and not home.is_symlink() and outside.read_text() == "kept"
-    for gone in (tmp_path / "absent",):
-        assert _emptied(gone).is_dir()
-
-
 class Sandbox:
     """A held sandbox as Ahead keeps it: its key, and whether it was dropped."""
 
@@ -196,7 +174,8 @@ def test_each_call_runs_in_the_sandbox_its_slot_s_last_call_started(
         cmd="/bin/sh",
         version="1",
         capabilities=("localized-impl",),
-        args=("-c", "cat; echo $(cat a.txt); ls -A $HOME; echo home=$HOME"),
+        # What it finds in its home, then what it leaves there for the next call to find.
+        args=("-c", "cat; echo $(cat a.txt); ls -A $HOME; touch $HOME/left; chmod 777 $HOME"),
         env=(),
         timeouts=None,
     )
@@ -215,22 +194,19 @@ def test_each_call_runs_in_the_sandbox_its_slot_s_last_call_started(
             if held is not None:  # used: its init started the command, which exited 0
                 assert held[0]._proc is not None
                 used.append(held[0]._proc.returncode)
-            (scratch / "home" / f"left-by-{i}").write_text("x")  # as a worker would
             base = commit(root, {"a.txt": f"changed {i}"})
-        assert outputs == [
-            "first\none\nhome=/sandbox/home\n",
-            "second\nchanged 0\nhome=/sandbox/home\n",
-            "third\nchanged 1\nhome=/sandbox/home\n",
-        ]
+        # Each call's home is a folder made for it: nothing left by the one before.
+        assert outputs == ["first\none\n", "second\nchanged 0\n", "third\nchanged 1\n"]
+        assert (scratch / "home").stat().st_mode & 0o777 != 0o777
         assert used == [0, 0] and scratch in ahead._ready
         # A copy made anew (its marker gone, as a crash leaves it) is another folder: the
         # sandbox held on the old one is dropped, and the call gets a fresh one.
         (scratch / "view.held").unlink()
-        held = ahead._ready[scratch][0]
+        stale = ahead._ready[scratch][0]
         (staging / "stdin").write_text("fourth\n")
         res = running.call(agent, g, base, staging, {"soft_s": 30, "hard_s": 60}, scratch)
-        assert (staging / "stdout.ndjson").read_text() == "fourth\nchanged 2\nhome=/sandbox/home\n"
-        assert held._proc is not None and held._proc.returncode == -9
+        assert (staging / "stdout.ndjson").read_text() == "fourth\nchanged 2\n"
+        assert stale._proc is not None and stale._proc.returncode == -9
     finally:
         ahead.drop()
     assert ahead._ready == {}

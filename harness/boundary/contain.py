@@ -4,7 +4,6 @@ holds. The mechanism is sandbox.py; this is the policy read from the config and 
 from __future__ import annotations
 
 import os
-import stat
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -156,8 +155,7 @@ class Containment:
         (read-only: its changes travel in its answer) with a private home; under
         `"network": "proxy"`, with a proxy of its own for the call, whose refusals join the
         call's record (staging/egress.json) with the network it had."""
-        home = _emptied(scratch / "home")
-        sessions.seed(home, scratch)
+        home = scratch / "home"
         view = self.view(git, base, scratch / "view")
         box = self.box(view, home, agent)
         ahead = self.ahead if box is not None and agent.network != "proxy" else None
@@ -165,6 +163,9 @@ class Containment:
         if ahead is not None and box is not None:
             argv, env = agent.argv(self.layout.root), worker.env_for(agent, home)
             ready = ahead.take(scratch, Held.key_for(box, argv, view, env), box)
+        if ready is None:
+            _fresh(home)  # else hold() made it for this call, and it is as made
+        sessions.seed(home, scratch)
         running = None
         if box is not None and agent.network == "proxy":
             user_home = Path(os.environ.get("HOME", "/nonexistent"))
@@ -199,8 +200,8 @@ class Containment:
 
     def hold(self, ahead: Ahead, agent: Agent, scratch: Path, box: sandbox.Box) -> None:
         """Start the sandbox of the next call made in `scratch`, on the same folders: its
-        home emptied now, its copy moved to the call's base before it goes."""
-        env = worker.env_for(agent, _emptied(box.home))
+        home made afresh now, its copy moved to the call's base before it goes."""
+        env = worker.env_for(agent, _fresh(box.home))
         try:
             ready = Held(box, agent.argv(self.layout.root), box.work, env)
         except (HarnessError, OSError):
@@ -228,22 +229,6 @@ class Containment:
             git.export(tree, folder, keep=self.shown)
         files.atomic_write(marker, files.dumps({"tree": tree, "visible": visible}))
         return folder
-
-
-def _emptied(folder: Path) -> Path:
-    """`folder` empty, and the same folder when it was one: a sandbox started ahead binds
-    it. Whatever a worker made of it (unwritable, unreadable) is opened up first."""
-    try:
-        found = folder.lstat()
-    except FileNotFoundError:
-        found = None
-    if found is None or not stat.S_ISDIR(found.st_mode):
-        return _fresh(folder)
-    if found.st_mode & 0o700 != 0o700:
-        folder.chmod(found.st_mode & 0o7777 | 0o700)
-    for child in folder.iterdir():
-        files.wipe(child)
-    return folder
 
 
 def _fresh(folder: Path) -> Path:

@@ -44,6 +44,12 @@ def held(box: sandbox.Box, command: str) -> Held:
     return Held(box, ["/bin/sh", "-c", command], box.work, proc.base_env(box.home))
 
 
+def used(ready: Held) -> bool:
+    """Whether the command ran in `ready`: its bwrap exited as init did, where a sandbox
+    dropped (or given up for a fresh one) was killed."""
+    return ready._proc is not None and (ready._proc.returncode or 0) >= 0
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
@@ -66,7 +72,9 @@ def test_a_held_sandbox_runs_its_command_as_a_fresh_one_does(
 ) -> None:
     data = b"line one\nline two\n"
     fresh = ran(box, command, None, data)
-    ahead = ran(box, command, held(box, command), data)
+    ready = held(box, command)
+    ahead = ran(box, command, ready, data)
+    assert used(ready)
     # A leak's name is the daemon's at the moment init looked: `setsid` or the `sleep` it
     # became, whichever sandbox ran it.
     assert (ahead[0].code, ahead[0].leaked, bool(ahead[0].survivors), ahead[1:]) == (
@@ -80,8 +88,13 @@ def test_a_held_sandbox_runs_its_command_as_a_fresh_one_does(
 
 def test_a_large_stdin_reaches_the_command_whole(box: sandbox.Box) -> None:
     data = os.urandom(3 << 20)  # far past a pipe's buffer
-    res, out, _ = ran(box, "sha256sum", held(box, "sha256sum"), data)
-    assert res.code == 0 and out.split()[0].decode() == hashlib.sha256(data).hexdigest()
+    ready = held(box, "sha256sum")
+    res, out, _ = ran(box, "sha256sum", ready, data)
+    assert (
+        used(ready)
+        and res.code == 0
+        and out.split()[0].decode() == hashlib.sha256(data).hexdigest()
+    )
 
 
 def test_its_timeouts_run_from_the_start_of_the_command_not_of_the_sandbox(
@@ -90,7 +103,7 @@ def test_its_timeouts_run_from_the_start_of_the_command_not_of_the_sandbox(
     ready = held(box, "sleep 0.5; echo done")
     time.sleep(1.5)  # longer than the hard timeout below: the sandbox is not what is timed
     res, out, _ = ran(box, "sleep 0.5; echo done", ready, hard_s=1.2)
-    assert res.timed_out is None and out == b"done\n"
+    assert used(ready) and res.timed_out is None and out == b"done\n"
     res, _, _ = ran(box, "sleep 5", held(box, "sleep 5"), soft_s=0.3, hard_s=3)
     assert res.timed_out == "soft"
 
@@ -110,7 +123,7 @@ def test_one_whose_sandbox_died_gives_way_to_a_fresh_one(box: sandbox.Box) -> No
     os.killpg(ready._proc.pid, signal.SIGKILL)
     ready._proc.wait()
     res, out, _ = ran(box, "cat", ready, b"through a fresh sandbox")
-    assert res.code == 0 and out == b"through a fresh sandbox"
+    assert res.code == 0 and out == b"through a fresh sandbox" and not used(ready)
 
 
 def test_one_output_file_for_both_streams_is_run_afresh(box: sandbox.Box) -> None:

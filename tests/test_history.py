@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -114,8 +115,17 @@ def test_each_tree_s_files_are_what_git_ls_tree_lists(
     blobs = contents(root)
     trees = [drawn_tree(root, spec, blobs) for spec in specs]
     repo = Repo(root)
+    ran: list[str] = []
+    run = repo.git
+
+    def counted(*args: str, **kwargs: Any) -> str:
+        ran.append(args[0])
+        return run(*args, **kwargs)
+
+    repo.git = counted  # type: ignore[method-assign]
     try:
         for tree in [*trees, trees[0]]:  # the last moves back to the first
             assert repo.files(tree) == listed(root, tree)
     finally:
         repo.close()
+    assert ran == ["ls-tree"]  # the first listed; each after it moved from the one before

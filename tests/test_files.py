@@ -100,3 +100,28 @@ def test_lines_are_the_files_lines_until_one_is_too_long(chunks: list[bytes]) ->
     assert list(files.lines(io.BytesIO(data), 41)) == chunks
     cut = list(files.lines(io.BytesIO(data), 8))
     assert cut == [c if len(c) <= 8 else c[:8] for c in chunks]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("x = " + "[" * 5000 + "]" * 5000, "nested too deep"),
+        ("x = " + "{a = " * 5000 + "1" + "}" * 5000, "nested too deep"),
+        ("x = nan", "nan is not a finite number"),
+        ("x = -inf", "-inf is not a finite number"),
+        ("x = [", "Invalid value"),
+        ("x = 1", None),
+        ("x = " + "[" * 50 + "1.5" + "]" * 50, None),
+    ],
+)
+def test_toml_is_read_or_refused_in_one_line(text: str, problem: str | None) -> None:
+    """tomllib recurses once a nested value: a deep one is refused, not a RecursionError."""
+    if problem is None:
+        assert "x" in files.load_toml(text.encode(), "ai/harness.toml")
+        return
+    with pytest.raises(InvalidInput, match=f"^ai/harness.toml: invalid TOML: .*{problem}"):
+        files.load_toml(text.encode(), "ai/harness.toml")
+
+
+def test_a_users_toml_may_hold_nan_where_harness_asks_for_no_finite_number() -> None:
+    assert files.load_toml(b"x = inf", "config.toml", finite=False) == {"x": float("inf")}

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from harness.base.clock import SteppingClock
 from harness.base.errors import Halted, InvalidInput
+from harness.record import progress, protocol
 from harness.record.ledger import EMPTY, Ledger, digest
 from harness.record.progress import GENESIS, Log, line_hash
 from harness.repository.layout import Layout
@@ -222,3 +223,47 @@ def test_a_log_that_is_not_a_regular_file_is_refused_unopened(tmp_path: Path, ki
         path.symlink_to(tmp_path / "elsewhere.ndjson")
     with pytest.raises(InvalidInput, match=r"^ai/tasks/demo/progress\.ndjson: (not a|a symlink)"):
         read(path)
+
+
+def resealed(log_bytes: bytes, at: int, key: str, value: object) -> bytes:
+    """The log with line `at`'s `key` set to `value`, the chain made whole again after it:
+    a log as a forger would write it, canonical and chained."""
+    events = [orjson.loads(line) for line in log_bytes.splitlines()]
+    events[at][key] = value
+    prev, out = GENESIS, b""
+    for event in events:
+        event["prev"] = prev
+        line = orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+        out, prev = out + line + b"\n", line_hash(line)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("seq", 2.0, "seq 2.0 is not an integer as harness writes it"),
+        ("ts", "2026-02-30T00:00:00Z", "ts 2026-02-30T00:00:00Z is no instant"),
+        ("ts", "2026-13-01T00:00:00Z", "ts 2026-13-01T00:00:00Z is no instant"),
+        ("ts", "2026-01-01T24:00:00Z", "ts 2026-01-01T24:00:00Z is no instant"),
+        ("ts", "2024-02-29T00:00:00Z", None),  # the twin: a leap day
+        ("seq", 2, None),
+    ],
+)
+def test_what_the_schema_takes_and_harness_never_writes_is_no_event(
+    tmp_path: Path, log_bytes: bytes, key: str, value: object, why: str | None
+) -> None:
+    """A seq of 2.0 passes the schema's integer and equals 2; a 30 February passes its
+    pattern. Readers that take them as events trip on them (a seq packed into an int, a ts
+    parsed), so the one reader refuses them as lines harness did not write."""
+    data = resealed(log_bytes, 2, key, value)
+    path = tmp_path / "p.ndjson"
+    path.write_bytes(data)
+    lines = list(progress.read(data.splitlines(keepends=True), "demo", protocol.Model()))
+    if why is None:
+        assert read(path).events[2][key] == value
+        assert all(line.problems == [] for line in lines)
+        return
+    with pytest.raises(InvalidInput, match=rf"^ai/tasks/demo/progress\.ndjson:3: .*: {why}$"):
+        read(path)
+    assert lines[2].event is None
+    assert [(p.kind, p.text) for p in lines[2].problems] == [("line", why)]

@@ -184,6 +184,38 @@ def test_cli_refuses_an_unknown_task_and_writes_nothing(ran: Sample, tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.html"]
 
 
+@pytest.mark.parametrize("kind", ["folder", "empty", "symlink", "fifo", "under /proc"])
+def test_an_output_that_is_no_regular_file_is_refused_and_left_as_it_was(
+    ran: Sample, tmp_path: Path, kind: str
+) -> None:
+    """The page is written aside and renamed over -o: over a folder that failed with a
+    traceback, and over a device or a link it would replace the thing itself (as root,
+    -o /dev/null made /dev/null a regular file)."""
+    target = tmp_path / "elsewhere.html"
+    target.write_text("kept")
+    out = {"folder": tmp_path / "out", "empty": "", "under /proc": "/proc/self/nosuch/x.html"}
+    path = tmp_path / "out"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "symlink":
+        path.symlink_to(target)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    res = ran.cli("report", "demo", "-o", str(out.get(kind, path)))
+    assert res.returncode == 2, res.stderr
+    [line] = res.stderr.splitlines()
+    assert line.startswith("harness: --output ") and line.endswith(
+        "No such file or directory" if kind == "under /proc" else ": not a regular file"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert target.read_text() == "kept"
+    if kind == "folder":
+        assert list(path.iterdir()) == []
+    report(ran, target)  # the twin: a regular file is written over
+    assert target.read_text() != "kept"
+
+
 # -- in a real browser -----------------------------------------------------------------------
 
 

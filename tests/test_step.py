@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import orjson
@@ -233,6 +234,32 @@ def test_dependency_artifacts_are_passed_as_blobs(sample: Sample) -> None:
     assert prompt["payload"]["inputs"]["blobs"] == [{"name": "T1/notes.md", "text": "hello"}]
     step1 = next(e for e in sample.events() if e["event"] == "step_completed")
     assert step1["details"]["commit"] is None  # no diffs, no commit
+
+
+def test_a_dependencys_artifact_that_is_no_text_is_refused_in_one_line(sample: Sample) -> None:
+    """Harness writes an artifact as the UTF-8 text the answer gave. One that is not (its
+    meta.json made to match) stops the dependent's call before it is made, in one line."""
+    sample.write_plan(
+        [
+            subtask("T1", no_change_ok=True),
+            subtask("T2", depends_on=["T1"], write_scope="docs/**", creates=["docs/*.md"]),
+        ]
+    )
+    note = {"name": "notes.md", "type": "text/markdown", "content": "hello"}
+    sample.write_script([ok("T1", artifacts=[note]), ok("T2", ("docs/x.md", calc_patch()))])
+    assert sample.cli("next", "demo").returncode == 0
+    t1 = sample.events()[1]["details"]["call_id"]
+    folder = sample.root / "ai/exchanges/demo" / t1
+    (folder / "artifacts/notes.md").write_bytes(b"\xff\xfehello")
+    meta = orjson.loads((folder / "meta.json").read_bytes())
+    meta["files"]["artifacts/notes.md"] = hashlib.sha256(b"\xff\xfehello").hexdigest()
+    (folder / "meta.json").write_bytes(orjson.dumps(meta))
+    sample.commit_all("the artifact made binary")  # else the ledger tells it was not harness
+    before = sample.events()
+    res = sample.cli("next", "demo")
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.splitlines() == [f"harness: exchange {t1}/artifacts/notes.md: not UTF-8 text"]
+    assert sample.events() == before
 
 
 def test_a_writing_answer_without_a_change_is_a_lost_edit_retried_then_failed(

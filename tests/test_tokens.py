@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from harness.base.errors import InvalidInput
 from harness.record import tokens
 
 NOW = "2026-01-01T12:00:00Z"
@@ -96,3 +99,29 @@ def test_token_covers_needs_every_glob() -> None:
     assert made.covers(["src/x/y.py", "tests/test_a.py"])
     assert not made.covers(["src/x/y.py", "tests/a/test_a.py"])
     assert made.covers([])
+
+
+@pytest.mark.parametrize(
+    ("expires", "refused"),
+    [
+        ("2026-13-02T00:00:00Z", True),
+        ("2026-04-31T00:00:00Z", True),
+        ("2028-02-29T00:00:00Z", False),
+    ],
+)
+def test_a_store_whose_expiry_is_no_instant_is_refused_on_load(
+    tmp_path: Path, expires: str, refused: bool
+) -> None:
+    """The schema's pattern takes a 13th month; a token expiring then would crash every
+    command that asks whether it is usable."""
+    path = tmp_path / "write_tokens.json"
+    entry = {"id": "W1", "paths": ["src/**"], "expires": expires, "one_shot": False}
+    path.write_bytes(orjson.dumps({"tokens": [entry]}))
+    if refused:
+        with pytest.raises(
+            InvalidInput,
+            match=f"^ai/agents/write_tokens.json: token W1: expires {expires} is no instant$",
+        ):
+            tokens.load(path, tmp_path)
+    else:
+        assert tokens.load(path, tmp_path)[0].usable_at(NOW) is None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import errno
+import math
 import os
 import shutil
 import stat
 import tempfile
+import tomllib
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -41,6 +43,25 @@ def load_json(path: Path, schema: str, root: Path | None = None, raw: bytes | No
         raise InvalidInput(f"{label}: invalid JSON: {exc}") from None
     schemas.validate(schema, parsed, label)
     return parsed
+
+
+def load_toml(raw: bytes, label: str, finite: bool = True) -> dict[str, Any]:
+    """A TOML document's table; any problem is one InvalidInput line naming `label`. With
+    `finite`, nan and inf are no number: as a budget or a price they would pass a schema's
+    minimum and turn a limit off."""
+    try:
+        return tomllib.loads(raw.decode("utf-8"), parse_float=_finite if finite else float)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidInput(f"{label}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise InvalidInput(f"{label}: invalid TOML: nested too deep") from None
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
 
 
 def atomic_write(path: Path, data: bytes, root: Path | None = None) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from harness.base import files
+from harness.base.errors import InvalidInput
 
 # Each CLI's model API, allowed when nothing points the CLI elsewhere.
 PROVIDERS: dict[str, tuple[str, ...]] = {
@@ -157,9 +157,10 @@ def rules(cli: str | None, environ: Mapping[str, str], egress: Iterable[str], ho
 def _codex_provider(home: Path) -> list[str]:
     """The base URL of the model provider the user's codex config chooses, if any: the
     shim keeps it when no OPENAI_BASE_URL is given."""
+    path = home / ".codex" / "config.toml"
     try:
-        doc = tomllib.loads((home / ".codex" / "config.toml").read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        doc = files.load_toml(path.read_bytes(), str(path), finite=False)
+    except (OSError, InvalidInput):
         return []
     name, providers = doc.get("model_provider"), doc.get("model_providers")
     chosen = providers.get(name) if isinstance(providers, dict) and isinstance(name, str) else None

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -180,10 +179,7 @@ def load(layout: Layout) -> Policy | None:
     raw = files.read_regular(layout.policy, LABEL, layout.root)
     if raw is None:
         return None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"{LABEL}: invalid TOML: {exc}") from None
+    data = files.load_toml(raw, LABEL)
     schemas.validate("policy", data, LABEL)
     for tool in PATH_TOOLS:
         for key in ("allow", "deny"):

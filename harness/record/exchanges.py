@@ -39,11 +39,16 @@ class Exchange:
         return egress.refused(self.contents.get(egress.RECORD, b""))
 
     def artifacts(self) -> dict[str, str]:
-        return {
-            name.removeprefix("artifacts/"): data.decode("utf-8")
-            for name, data in sorted(self.contents.items())
-            if name.startswith("artifacts/")
-        }
+        """Each artifact's text, as the worker's answer gave it and harness wrote it: UTF-8."""
+        found = {}
+        for name, data in sorted(self.contents.items()):
+            if name.startswith("artifacts/"):
+                try:
+                    found[name.removeprefix("artifacts/")] = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    label = f"exchange {self.folder.name}/{name}"
+                    raise InvalidInput(f"{label}: not UTF-8 text") from None
+        return found
 
 
 def stage(staging: Path, call: Call) -> Path:

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from harness.base import files, schemas
+from harness.base import clock, files, schemas
 from harness.base.clock import Clock
 from harness.base.errors import Halted, InvalidInput
 from harness.record import event_schema, protocol
@@ -231,6 +231,8 @@ def read(
         else:
             if not valid(event):
                 line.add("line", partial(_schema_problem, event))
+            elif (unwritten := _unwritten(event)) is not None:
+                line.add("line", unwritten)
             else:
                 line.event = event
                 _check(line, event, task_id, prev, expected, dumps(event, option=sort))
@@ -242,6 +244,16 @@ def read(
             first = line.problems[0]
             raise InvalidInput(f"{strict}:{index + 1}: {_STRICT[first.kind]}{first.text}")
         yield line
+
+
+def _unwritten(event: dict[str, Any]) -> str | None:
+    """What the schema takes and harness never writes, which a reader would trip on: a seq
+    that is a float (the schema's integer takes 1.0), a ts that is no instant."""
+    if type(event["seq"]) is not int:
+        return f"seq {event['seq']!r} is not an integer as harness writes it"
+    if not clock.readable(event["ts"]):
+        return f"ts {event['ts']} is no instant"
+    return None
 
 
 def _check(

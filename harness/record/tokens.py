@@ -68,6 +68,10 @@ def load(path: Path, root: Path, raw: bytes | None = None) -> list[Token]:
 
 
 def _token(t: dict[str, Any]) -> Token:
+    if not clock.readable(t["expires"]):
+        raise InvalidInput(
+            f"ai/agents/write_tokens.json: token {t['id']}: expires {t['expires']} is no instant"
+        )
     return Token(
         id=t["id"],
         paths=tuple(t["paths"]),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -109,15 +107,6 @@ class Config:
         return found + ([] if self.verify.isolate_network else ["network for checks"])
 
 
-def _finite(text: str) -> float:
-    """TOML's nan and inf pass a schema's minimum: as a budget or a price they would turn a
-    limit off, so they are no number here."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is not a finite number")
-    return value
-
-
 def load(path: Path, raw: bytes | None = None) -> Config:
     """Read the config (or `raw`, its bytes as already read); a missing file means all
     defaults."""
@@ -126,10 +115,7 @@ def load(path: Path, raw: bytes | None = None) -> Config:
         raw = files.read_regular(path, "ai/harness.toml", path.parents[1])
     data: dict[str, Any] = {}
     if raw is not None:
-        try:
-            data = tomllib.loads(raw.decode("utf-8"), parse_float=_finite)
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:
-            raise InvalidInput(f"ai/harness.toml: invalid TOML: {exc}") from None
+        data = files.load_toml(raw, "ai/harness.toml")
         schemas.validate("config", data, "ai/harness.toml")
     identity = data.get("identity", {})
     scope = data.get("scope", {})

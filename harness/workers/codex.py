@@ -11,14 +11,14 @@ import os
 import re
 import shutil
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from harness import __version__
-from harness.base import metrics
+from harness.base import files, metrics
+from harness.base.errors import InvalidInput
 from harness.workers import cliprocess, codex_events, prompts, shim
 
 # --output-schema is strict: every property required, additionalProperties false, and no
@@ -197,10 +197,9 @@ def user_config() -> dict[str, Any]:
     """The user's codex config (bound read-only into the sandbox's home), or {}."""
     home = Path(os.environ.get("CODEX_HOME") or shim.home() / ".codex")
     try:
-        doc = tomllib.loads((home / "config.toml").read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return files.load_toml((home / "config.toml").read_bytes(), "config.toml", finite=False)
+    except (OSError, InvalidInput):
         return {}
-    return doc
 
 
 def provider_overrides(

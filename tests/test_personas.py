@@ -84,6 +84,9 @@ def test_bad_agent_files_are_refused_with_nothing_written(sample: Sample) -> Non
         "no-front.md": "just text\n",
         "no-name.md": "---\ndescription: x\n---\nbody\n",
         "bad-yaml.md": "---\nname: [unclosed\n---\nbody\n",
+        "deep.md": "---\nname: a\ndescription: d\nx: " + "[" * 3000 + "]" * 3000 + "\n---\nb\n",
+        "alias.md": "---\nname: a\ndescription: &d [1]\nx: [*d, *d]\n---\nbody\n",
+        "surrogate.md": '---\nname: a\ndescription: "\\ud800"\n---\nbody\n',
     }
     for name, text in cases.items():
         path = write_agent(sample, "claude", name, text)
@@ -93,6 +96,33 @@ def test_bad_agent_files_are_refused_with_nothing_written(sample: Sample) -> Non
         path.unlink()
         assert (sample.root / "ai/agents/registry.json").read_bytes() == before
     assert not (sample.root / "ai/agents/personas").exists()
+
+
+@pytest.mark.parametrize(
+    ("front_matter", "problem"),
+    [
+        ("x: " + "[" * 3000 + "]" * 3000, "nested deeper than 64 levels (line 4)"),
+        (
+            "x: &a [1, 2]\ny: [*a, *a, *a]",
+            "anchors and aliases (& and *) are not accepted (line 4)",
+        ),
+        ('x: "\\udfff"', "a lone surrogate '\\udfff' (line 4)"),
+        ("x: " + "[" * 63 + "]" * 63 + '\ny: "\\u00e9"', None),  # the twin
+    ],
+)
+def test_front_matter_that_no_file_could_hold_once_written_is_refused(
+    front_matter: str, problem: str | None
+) -> None:
+    """The safe loader recursed past Python's limit on deep nesting, expanded aliases once
+    the entry was written, and let a lone surrogate reach the persona's file: each crashed
+    the import."""
+    text = f"---\nname: a\ndescription: d\n{front_matter}\n---\nbody\n"
+    if problem is None:
+        assert personas.parse(text, "x.md", "claude").description == "d"
+        return
+    with pytest.raises(InvalidInput) as refused:
+        personas.parse(text, "x.md", "claude")
+    assert str(refused.value) == f"x.md: front matter: {problem}"
 
 
 def test_an_import_may_not_take_the_id_of_a_hand_made_entry(sample: Sample) -> None:

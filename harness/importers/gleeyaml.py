@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, NoReturn
 
 import yaml
-from yaml.events import AliasEvent, CollectionStartEvent
+from yaml.events import AliasEvent, CollectionStartEvent, ScalarEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from harness.base.errors import InvalidInput
@@ -38,10 +38,10 @@ class _Loader(yaml.SafeLoader):
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
         event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in the stubs
         if isinstance(event, AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _Refused(event.start_mark, "anchors and aliases (& and *) are not accepted")
+            raise Refused(event.start_mark, "anchors and aliases (& and *) are not accepted")
         if isinstance(event, CollectionStartEvent):
             if self.depth >= MAX_NESTING:
-                raise _Refused(event.start_mark, f"nested deeper than {MAX_NESTING} levels")
+                raise Refused(event.start_mark, f"nested deeper than {MAX_NESTING} levels")
             self.depth += 1
             try:
                 return super().compose_node(parent, index)
@@ -50,11 +50,30 @@ class _Loader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-class _Refused(Exception):
+class Refused(Exception):
     def __init__(self, mark: Mark | CMark | None, what: str) -> None:
         super().__init__(what)
         self.where = (1, 1) if mark is None else (mark.line + 1, mark.column + 1)
         self.what = what
+
+
+class _Values(_Loader):
+    """As _Loader, for values given on as Python's: a text holding a lone surrogate (a
+    double-quoted "\\ud800") is refused, as no file can hold it once written."""
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in the stubs
+        if isinstance(event, ScalarEvent) and (found := _SURROGATE.search(event.value)):
+            raise Refused(event.start_mark, f"a lone surrogate {found.group()!r}")
+        return super().compose_node(parent, index)
+
+
+def load(text: str) -> object:
+    """A YAML text's value as yaml.safe_load gives it, but with anchors and aliases refused
+    (an alias is a reference, so a few lines can stand for a value of any size once it is
+    written out), nesting bounded (the composer recurses) and no lone surrogate: else
+    yaml.YAMLError, or Refused with the line and column."""
+    return yaml.load(text, Loader=_Values)  # the safe loader's, stricter
 
 
 class Document:
@@ -75,7 +94,7 @@ class Document:
         loader = _Loader(self.text)
         try:
             node = loader.get_single_node()
-        except _Refused as exc:
+        except Refused as exc:
             self.fail(exc.where, exc.what)
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark

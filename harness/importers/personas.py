@@ -41,7 +41,7 @@ import yaml
 from harness.base import files, schemas
 from harness.base.errors import InvalidInput
 from harness.boundary.registry import TOOLS, shim_entry
-from harness.importers import importing
+from harness.importers import gleeyaml, importing
 from harness.workers import launcher
 
 SOURCES = {"claude": ".claude/agents", "gemini": ".gemini/agents"}
@@ -100,7 +100,10 @@ def parse(text: str, label: str, source: str) -> Imported:
     if match is None:
         raise InvalidInput(f"{label}: no YAML front matter between --- lines")
     try:
-        front = yaml.safe_load(match.group(1))
+        front = gleeyaml.load(match.group(1))
+    except gleeyaml.Refused as exc:
+        line = exc.where[0] + 1  # the front matter starts on the file's second line
+        raise InvalidInput(f"{label}: front matter: {exc.what} (line {line})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""

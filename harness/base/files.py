@@ -50,11 +50,23 @@ def load_toml(raw: bytes, label: str, finite: bool = True) -> dict[str, Any]:
     `finite`, nan and inf are no number: as a budget or a price they would pass a schema's
     minimum and turn a limit off."""
     try:
-        return tomllib.loads(raw.decode("utf-8"), parse_float=_finite if finite else float)
+        doc = tomllib.loads(raw.decode("utf-8"), parse_float=_finite if finite else float)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:
         raise InvalidInput(f"{label}: invalid TOML: {exc}") from None
     except RecursionError:  # tomllib recurses once per nested array or inline table
         raise InvalidInput(f"{label}: invalid TOML: nested too deep") from None
+    # TOML's integers are 64-bit, and so are JSON's as orjson writes them (a timeout in the
+    # config goes into every envelope); tomllib takes any.
+    values: list[object] = [doc]
+    while values:
+        value = values.pop()
+        if isinstance(value, dict):
+            values.extend(value.values())
+        elif isinstance(value, list):
+            values.extend(value)
+        elif type(value) is int and not -(2**63) <= value < 2**63:
+            raise InvalidInput(f"{label}: invalid TOML: {value} is past 64 bits")
+    return doc
 
 
 def _finite(text: str) -> float:

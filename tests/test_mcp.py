@@ -94,7 +94,8 @@ def test_tools_are_listed_with_their_arguments(done: Sample) -> None:
         assert listed["approve"].input_schema["required"] == ["task_id", "subtask", "reason"]
         assert listed["reject"].input_schema["required"] == ["task_id", "subtask", "reason"]
         run = listed["run_task"].input_schema["properties"]
-        assert run["max_parallel"]["minimum"] == 1 and run["no_human"]["type"] == "boolean"
+        assert run["max_parallel"]["minimum"] == 1 and run["max_parallel"]["maximum"] == 1024
+        assert run["no_human"]["type"] == "boolean"
         assert listed["status"].annotations is not None
         assert listed["status"].annotations.read_only_hint is True
         assert listed["run_task"].annotations is not None

@@ -108,11 +108,22 @@ def test_plan_max_parallel_caps_the_command(sample: Sample) -> None:
     assert bases(sample)["P2"] == applied(sample)["P1"]
 
 
-@pytest.mark.parametrize("bad", ["0", "-1", "two", "\u00b2", "\u0663"])
+@pytest.mark.parametrize(
+    "bad", ["0", "-1", "two", "\u00b2", "\u0663", "1025", "99999999999999999999"]
+)
 def test_max_parallel_must_be_a_whole_number(sample: Sample, bad: str) -> None:
+    """Past the most, a slot list and its threads once took all memory (MemoryError) or
+    overflowed (exit 4); a count of slots beyond the subtasks changes nothing anyway."""
     res = sample.cli("run", "demo", "--max-parallel", bad)
-    assert res.returncode == 2 and "--max-parallel" in res.stderr
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.splitlines()[-1].endswith(f"{bad!r} is not a whole number from 1 to 1024")
     assert not (sample.root / "ai/tasks/demo/progress.ndjson").exists()
+
+
+def test_the_most_slots_run(sample: Sample) -> None:
+    sample.write_plan([independent(sid) for sid in IDS[:2]])
+    sample.write_script([creating(sid) for sid in IDS[:2]])
+    assert sample.cli("run", "demo", "--max-parallel", "1024").returncode == 0
 
 
 # -- on_error ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from harness.base.errors import HarnessError
 from harness.base.printable import printable
 
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+MAX_SLOTS = 1024  # --max-parallel's most
 Command = Callable[[argparse.Namespace], int]
 Arguments = Callable[[argparse.ArgumentParser], None]
 
@@ -256,7 +257,7 @@ def _run(p: argparse.ArgumentParser) -> None:
     p.set_defaults(loop=True)
     p.add_argument(
         "--max-parallel",
-        type=_positive,
+        type=_slots,
         default=1,
         metavar="N",
         help="subtasks in flight at once (default 1; plan.json's max_parallel caps it)",
@@ -280,9 +281,10 @@ def _run(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _positive(value: str) -> int:
-    if not (value.isascii() and value.isdigit()) or int(value) < 1:  # "²" is a digit too
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
+def _slots(value: str) -> int:
+    # "²" is a digit too; a slot is a worker folder and a thread, so there is a most.
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_SLOTS:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1 to {MAX_SLOTS}")
     return int(value)
 
 

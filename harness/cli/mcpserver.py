@@ -29,7 +29,7 @@ from harness.base import files
 from harness.base.errors import Busy, Halted, InvalidInput
 from harness.base.printable import printable
 from harness.cli import located
-from harness.cli.main import INTERRUPTED
+from harness.cli.main import INTERRUPTED, MAX_SLOTS
 
 # What a command's exit code means, said in the tool error that carries it.
 MEANINGS = {
@@ -282,7 +282,9 @@ def _running_tools(mcp: MCPServer, tools: Tools) -> None:
     async def run_task(
         task_id: TaskId,
         ctx: Context,
-        max_parallel: Annotated[int, Field(ge=1, description="subtasks in flight at once")] = 1,
+        max_parallel: Annotated[
+            int, Field(ge=1, le=MAX_SLOTS, description="subtasks in flight at once")
+        ] = 1,
         no_human: Annotated[
             bool, Field(description="refuse before any call if a person must approve")
         ] = False,

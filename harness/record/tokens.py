@@ -125,8 +125,11 @@ def issue(path: Path, root: Path, paths: list[str], ttl: str, one_shot: bool, no
     match = _TTL.match(ttl)
     if not match:
         raise InvalidInput(f"--ttl {ttl!r}: expected a number and a unit s, m, h or d (e.g. 2h)")
-    delta = timedelta(**{_UNIT[match.group(2)]: int(match.group(1))})
-    expires = (clock.parse(now) + delta).strftime(clock.FORMAT)
+    try:
+        delta = timedelta(**{_UNIT[match.group(2)]: int(match.group(1))})
+        expires = (clock.parse(now) + delta).strftime(clock.FORMAT)
+    except OverflowError:
+        raise InvalidInput(f"--ttl {ttl!r}: it would expire after the year 9999") from None
     data = _raw(path, root)
     taken = {t["id"] for t in data["tokens"]}
     token_id = next(f"W{n}" for n in range(1, len(taken) + 2) if f"W{n}" not in taken)

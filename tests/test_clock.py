@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.base import clock
+from harness.base.errors import InvalidInput
 
 from .builders import FAST
 
@@ -54,3 +55,23 @@ def test_readable_is_whether_parse_takes_a_timestamp_the_pattern_took(ts: str) -
 )
 def test_a_timestamp_that_is_no_instant_is_told(ts: str, readable: bool) -> None:
     assert clock.readable(ts) is readable is parses(ts)
+
+
+@pytest.mark.parametrize(
+    "start", ["garbage", "2026-02-30T00:00:00Z", "2026-01-01 00:00:00", "2026-01-01T00:00:00Z\n"]
+)
+def test_a_clock_the_environment_sets_is_an_instant_or_refused(
+    monkeypatch: pytest.MonkeyPatch, start: str
+) -> None:
+    monkeypatch.setenv("HARNESS_CLOCK", start)
+    with pytest.raises(InvalidInput, match=r"^HARNESS_CLOCK=.*: not an instant like"):
+        clock.from_env()
+    monkeypatch.setenv("HARNESS_CLOCK", "2026-01-01T00:00:00Z")  # the twin
+    assert clock.from_env().now(61) == "2026-01-01T00:01:01Z"
+
+
+def test_a_stepping_clock_that_would_pass_the_year_9999_stops_in_one_line() -> None:
+    stepping = clock.SteppingClock("9999-12-31T23:59:58Z")
+    assert stepping.now(1) == "9999-12-31T23:59:59Z"
+    with pytest.raises(InvalidInput, match="^HARNESS_CLOCK: the clock went past the year 9999$"):
+        stepping.now(2)

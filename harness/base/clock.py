@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Protocol
 
+from harness.base.errors import InvalidInput
+
 FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_STAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 
 
 class Clock(Protocol):
@@ -32,7 +36,10 @@ class SteppingClock:
         self._start = parse(start)
 
     def now(self, seq: int) -> str:
-        return (self._start + timedelta(seconds=seq)).strftime(FORMAT)
+        try:
+            return (self._start + timedelta(seconds=seq)).strftime(FORMAT)
+        except OverflowError:
+            raise InvalidInput("HARNESS_CLOCK: the clock went past the year 9999") from None
 
 
 def parse(ts: str) -> datetime:
@@ -58,4 +65,8 @@ def _minute(prefix: str) -> bool:
 def from_env() -> Clock:
     """HARNESS_CLOCK=<ISO8601 Z> makes every reading deterministic (tests, demo)."""
     start = os.environ.get("HARNESS_CLOCK")
-    return SteppingClock(start) if start else SystemClock()
+    if not start:
+        return SystemClock()
+    if not (_STAMP.fullmatch(start) and readable(start)):
+        raise InvalidInput(f"HARNESS_CLOCK={start!r}: not an instant like 2026-01-01T00:00:00Z")
+    return SteppingClock(start)

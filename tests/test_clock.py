@@ -73,5 +73,5 @@ def test_a_clock_the_environment_sets_is_an_instant_or_refused(
 def test_a_stepping_clock_that_would_pass_the_year_9999_stops_in_one_line() -> None:
     stepping = clock.SteppingClock("9999-12-31T23:59:58Z")
     assert stepping.now(1) == "9999-12-31T23:59:59Z"
-    with pytest.raises(InvalidInput, match="^HARNESS_CLOCK: the clock went past the year 9999$"):
+    with pytest.raises(InvalidInput, match=r"^HARNESS_CLOCK: the clock went past the year 9999$"):
         stepping.now(2)

@@ -301,6 +301,45 @@ BAD_FILES = [
         "[defaults]\ntimeouts = { soft_s = 9, hard_s = 1 }\n",
         "ai/harness.toml: $.defaults.timeouts",
     ),
+    # Each of the next crashed a run (exit 4): exec, git and orjson refuse them far later.
+    (
+        "registry-nul-schema",
+        "ai/agents/registry.json",
+        '{"agents": [{"id": "a", "cmd": "x", "args": ["a\\u0000"], "version": ">=1", '
+        '"capabilities": []}]}',
+        "ai/agents/registry.json: $.agents[0].args[0]: 'a\\\\x00' does not match",
+    ),
+    (
+        "toml-nul-schema",
+        "ai/harness.toml",
+        '[verify]\nbuild = "make \\u0000"\n',
+        "ai/harness.toml: a string holds a NUL character: 'make \\x00'",
+    ),
+    (
+        "toml-identity-schema",
+        "ai/harness.toml",
+        '[identity]\nname = "a\\nCommitter: b"\n',
+        "ai/harness.toml: $.identity.name: 'a\\\\nCommitter: b' holds '<', '>' or a line end",
+    ),
+    (
+        "toml-deep",
+        "ai/harness.toml",
+        "[verify]\nx = " + "[" * 2000 + "]" * 2000 + "\n",
+        "ai/harness.toml: invalid TOML: nested too deep",
+    ),
+    (
+        "toml-64-bits",
+        "ai/harness.toml",
+        "[defaults]\ntimeouts = { soft_s = 1, hard_s = 100000000000000000000000 }\n",
+        "ai/harness.toml: invalid TOML: 100000000000000000000000 is past 64 bits",
+    ),
+    (
+        "tokens-no-instant",
+        "ai/agents/write_tokens.json",
+        '{"tokens": [{"id": "W1", "paths": ["**"], "expires": "2026-02-30T00:00:00Z", '
+        '"one_shot": false}]}',
+        "ai/agents/write_tokens.json: token W1: expires 2026-02-30T00:00:00Z is no instant",
+    ),
 ]
 
 

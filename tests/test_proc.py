@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.base.errors import HarnessError
+from harness.base.errors import HarnessError, InvalidInput
 from harness.boundary import pipes, proc, sandbox
 from harness.boundary.proc import Result, base_env, capture, mark_cut, run, shell
 
@@ -311,6 +311,21 @@ def test_missing_cwd_raises(tmp_path: Path) -> None:
 def test_empty_argv_raises(tmp_path: Path) -> None:
     with pytest.raises(HarnessError):
         run([], cwd=tmp_path, env=_env(tmp_path))
+
+
+@pytest.mark.parametrize("where", ["argument", "name", "value"])
+def test_a_nul_in_a_command_is_bad_input_and_starts_nothing(tmp_path: Path, where: str) -> None:
+    """exec takes C strings: Popen raised ValueError, which crashed a run (exit 4)."""
+    argv, env = ["sh", "-c", "touch started"], _env(tmp_path)
+    if where == "argument":
+        argv.append("a\0b")
+    else:
+        env |= {"A\0": "1"} if where == "name" else {"A": "\0"}
+    with pytest.raises(InvalidInput, match=r"^cannot execute 'sh': an argument or variable holds"):
+        run(argv, cwd=tmp_path, env=env)
+    assert not (tmp_path / "started").exists()
+    run(argv[:3], cwd=tmp_path, env=_env(tmp_path))  # the twin
+    assert (tmp_path / "started").exists()
 
 
 def test_capture_decodes_output(tmp_path: Path) -> None:

@@ -56,16 +56,20 @@ def load_toml(raw: bytes, label: str, finite: bool = True) -> dict[str, Any]:
     except RecursionError:  # tomllib recurses once per nested array or inline table
         raise InvalidInput(f"{label}: invalid TOML: nested too deep") from None
     # TOML's integers are 64-bit, and so are JSON's as orjson writes them (a timeout in the
-    # config goes into every envelope); tomllib takes any.
+    # config goes into every envelope); tomllib takes any. A string is a command, a name, a
+    # path or a glob, none of which can hold a NUL (exec and git take C strings).
     values: list[object] = [doc]
     while values:
         value = values.pop()
         if isinstance(value, dict):
+            values.extend(value.keys())
             values.extend(value.values())
         elif isinstance(value, list):
             values.extend(value)
         elif type(value) is int and not -(2**63) <= value < 2**63:
             raise InvalidInput(f"{label}: invalid TOML: {value} is past 64 bits")
+        elif isinstance(value, str) and "\0" in value:
+            raise InvalidInput(f"{label}: a string holds a NUL character: '{value}'")
     return doc
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from harness.base.errors import HarnessError
+from harness.base.errors import HarnessError, InvalidInput
 from harness.boundary import sandbox
 from harness.boundary.pipes import Output
 
@@ -160,6 +160,9 @@ def run(
     """
     if not argv:
         raise HarnessError("cannot execute an empty command")
+    # exec takes C strings: Popen would raise ValueError on the way (a registry's args).
+    if any("\0" in part for part in (*argv, *env.keys(), *env.values())):
+        raise InvalidInput(f"cannot execute {argv[0]!r}: an argument or variable holds a NUL")
     stages = sorted(
         (at, sig, name)
         for at, sig, name in ((soft_s, signal.SIGTERM, "soft"), (hard_s, signal.SIGKILL, "hard"))

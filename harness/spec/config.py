@@ -118,6 +118,12 @@ def load(path: Path, raw: bytes | None = None) -> Config:
         data = files.load_toml(raw, "ai/harness.toml")
         schemas.validate("config", data, "ai/harness.toml")
     identity = data.get("identity", {})
+    for key, value in identity.items():
+        # As objects.commit_object holds them: either would move a commit header's bounds.
+        if any(char in value for char in "<>\n"):
+            raise InvalidInput(
+                f"ai/harness.toml: $.identity.{key}: {value!r} holds '<', '>' or a line end"
+            )
     scope = data.get("scope", {})
     verify = data.get("verify", {})
     defaults = data.get("defaults", {})

@@ -331,7 +331,15 @@ BAD_FILES = [
         "toml-64-bits",
         "ai/harness.toml",
         "[defaults]\ntimeouts = { soft_s = 1, hard_s = 100000000000000000000000 }\n",
-        "ai/harness.toml: invalid TOML: 100000000000000000000000 is past 64 bits",
+        "ai/harness.toml: 100000000000000000000000 is past 64 bits",
+    ),
+    (
+        "plan-nul-schema",
+        "ai/tasks/demo/plan.json",
+        '{"task_id": "demo", "created": "2026-01-01T00:00:00Z", "subtasks": [{"id": "T1", '
+        '"role": "localized-impl", "goal": "g", "inputs": [], "write_scope": "src/**", '
+        '"acceptance": ["cmd: make \\u0000"]}]}',
+        "ai/tasks/demo/plan.json: a string holds a NUL character: 'cmd: make \\x00'",
     ),
     (
         "tokens-no-instant",

@@ -55,9 +55,16 @@ def load_toml(raw: bytes, label: str, finite: bool = True) -> dict[str, Any]:
         raise InvalidInput(f"{label}: invalid TOML: {exc}") from None
     except RecursionError:  # tomllib recurses once per nested array or inline table
         raise InvalidInput(f"{label}: invalid TOML: nested too deep") from None
-    # TOML's integers are 64-bit, and so are JSON's as orjson writes them (a timeout in the
-    # config goes into every envelope); tomllib takes any. A string is a command, a name, a
-    # path or a glob, none of which can hold a NUL (exec and git take C strings).
+    check_settings(doc, label)
+    return doc
+
+
+def check_settings(doc: object, label: str) -> None:
+    """Refuse, in one line naming `label`, what no setting a person writes can hold: an
+    integer past 64 bits (TOML's are 64-bit, and so are JSON's as orjson writes them: a
+    timeout in the config goes into every envelope; tomllib takes any), or a string or key
+    holding a NUL (a setting is a command, a name, a path or a glob: exec and git take C
+    strings)."""
     values: list[object] = [doc]
     while values:
         value = values.pop()
@@ -67,10 +74,9 @@ def load_toml(raw: bytes, label: str, finite: bool = True) -> dict[str, Any]:
         elif isinstance(value, list):
             values.extend(value)
         elif type(value) is int and not -(2**63) <= value < 2**63:
-            raise InvalidInput(f"{label}: invalid TOML: {value} is past 64 bits")
+            raise InvalidInput(f"{label}: {value} is past 64 bits")
         elif isinstance(value, str) and "\0" in value:
             raise InvalidInput(f"{label}: a string holds a NUL character: '{value}'")
-    return doc
 
 
 def _finite(text: str) -> float:

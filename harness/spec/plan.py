@@ -72,6 +72,7 @@ def load(path: Path, root: Path, task_id: str, raw: bytes | None = None) -> Plan
     """The plan in `path` (or in `raw`, its bytes as already read), validated."""
     data = files.load_json(path, "plan", root, raw)
     label = path.relative_to(root).as_posix()
+    files.check_settings(data, label)  # an acceptance command reaches exec
     if data["task_id"] != task_id:
         raise InvalidInput(f"{label}: $.task_id: {data['task_id']!r} is not {task_id!r}")
     on_error = data.get("on_error", "stop")

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.base import signing
 from harness.base.errors import InvalidInput
@@ -18,6 +20,7 @@ from harness.importers import demo
 from harness.record import checkpoint
 from harness.repository import repo
 
+from .builders import FAST
 from .conftest import Sample
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
@@ -46,6 +49,14 @@ def test_a_trailer_is_deterministic_and_checks_with_its_key_only() -> None:
 def test_a_signature_over_another_task_or_head_does_not_check(task: str, head: str) -> None:
     trailer = value(checkpoint.Signer(KEY).trailer(task, head))
     why = checkpoint.check(trailer, KEY.public_key(), "demo", HEAD)
+    assert why == f"carries a {checkpoint.TRAILER} that does not verify over log head abababababab"
+
+
+@pytest.mark.parametrize("sig", ["é", "%%", ""])
+def test_a_signature_that_is_no_base64_does_not_check(sig: str) -> None:
+    """Not ASCII, base64 raised a ValueError of its own, which crashed `audit --key`."""
+    keyid = value(checkpoint.Signer(KEY).trailer("demo", HEAD)).split()[0]
+    why = checkpoint.check(f"{keyid} {sig}", KEY.public_key(), "demo", HEAD)
     assert why == f"carries a {checkpoint.TRAILER} that does not verify over log head abababababab"
 
 
@@ -206,6 +217,19 @@ def test_a_commit_object_keeps_its_bytes_through_signing_and_back() -> None:
     assert b"\n AAAA\n BBBB\n -----END SSH SIGNATURE-----\n\nsubject\n\nbody\n" in signed
     assert repo.without_signature(signed) == (raw, armor)
     assert repo.without_signature(raw) == (raw, None)
+
+
+@FAST
+@given(st.lists(st.binary(min_size=1).filter(lambda b: b"\n" not in b), min_size=1, max_size=4))
+def test_any_signature_a_commit_carries_is_given_back_byte_for_byte(lines: list[bytes]) -> None:
+    """A pull request's commit may carry any bytes there (0xff crashed replay): what
+    without_signature reads, with_signature writes back the same."""
+    raw = b"tree t\nauthor a 1 +0000\ncommitter c 1 +0000\n\nsubject\n"
+    folded = b"\n ".join(lines)
+    signed = raw.replace(b"\n\n", b"\ngpgsig " + folded + b"\n\n", 1)
+    unsigned, signature = repo.without_signature(signed)
+    assert unsigned == raw and signature is not None
+    assert repo.with_signature(unsigned, signature) == signed
 
 
 def test_a_key_gives_the_same_commits_on_every_run(

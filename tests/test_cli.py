@@ -322,6 +322,12 @@ BAD_FILES = [
         "ai/harness.toml: $.identity.name: 'a\\\\nCommitter: b' holds '<', '>' or a line end",
     ),
     (
+        "toml-license-regex",
+        "ai/harness.toml",
+        '[verify]\nlicense = { header = "[", paths = ["**"] }\n',
+        "ai/harness.toml: $.verify.license.header: no regular expression: unterminated",
+    ),
+    (
         "toml-deep",
         "ai/harness.toml",
         "[verify]\nx = " + "[" * 2000 + "]" * 2000 + "\n",

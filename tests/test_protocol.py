@@ -849,3 +849,25 @@ def test_a_log_with_units_is_legal_and_no_single_change_to_it_is(
     assert fed(events, needs)[1] == []
     for what, changed in mutations(events):
         assert fed(changed, needs)[1], f"{what} went unnoticed"
+
+
+@pytest.mark.parametrize(
+    ("unverified", "commit", "shown"),
+    [
+        (5, 7, ([], None)),
+        ([1, None, "docs name it"], ["c"], (["docs name it"], None)),
+        ({"a": 1}, "c1", ([], "c1")),
+        (["docs name it"], "c1", (["docs name it"], "c1")),  # the twin, as harness writes it
+    ],
+)
+def test_a_summary_holds_only_the_text_harness_writes(
+    unverified: object, commit: object, shown: tuple[list[str], str | None]
+) -> None:
+    """`harness status` prints these as text: a forged log's 5 or [1] crashed it."""
+    events = [ev("task_started"), call("T1", "a"), ev("subagent_succeeded", "T1", call_id="a")]
+    events += [ev("subagent_diffs_applied", "T1", call_id="a", commit=commit)]
+    events += [ev("phase_completed", "T1", phase="acceptance", unverified=unverified)]
+    model, _ = fed(events)
+    summary = model.summary("T1")
+    assert (summary["unverified"], summary["commit"]) == shown
+    assert summary["call_id"] == "a"

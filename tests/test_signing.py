@@ -224,6 +224,17 @@ def test_another_key_is_named_as_not_the_signer() -> None:
             b'{"payload": "!", "payloadType": "x", "signatures": [{"keyid": "a", "sig": ""}]}',
             "the payload is not base64",
         ),
+        # Not ASCII: base64 raised a ValueError of its own, not binascii.Error (exit 4).
+        (
+            b'{"payload": "\xc3\xa9", "payloadType": "x", '
+            b'"signatures": [{"keyid": "a", "sig": ""}]}',
+            "the payload is not base64",
+        ),
+        (
+            b'{"payload": "", "payloadType": "x", '
+            b'"signatures": [{"keyid": "a", "sig": "\xc3\xa9"}]}',
+            "a signature is not base64",
+        ),
         (
             b'{"payload": "", "payloadType": "x", "signatures": '
             b'[{"keyid": "a", "sig": ""}, {"keyid": "a", "sig": ""}]}',

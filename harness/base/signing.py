@@ -8,7 +8,6 @@ public key computes it, whatever file format holds the key.
 from __future__ import annotations
 
 import base64
-import binascii
 import copy
 import hashlib
 import os
@@ -129,7 +128,7 @@ def ssh_keyid(public_line: bytes, label: str) -> str:
     words = public_line.split()
     try:
         blob = base64.b64decode(words[1], validate=True)
-    except (IndexError, binascii.Error):
+    except (IndexError, ValueError):  # binascii.Error, or a text that is not ASCII
         raise InvalidInput(f"{label}: not an OpenSSH public key line") from None
     digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
     return f"ssh:SHA256:{digest}"
@@ -229,7 +228,7 @@ def _b64(value: object, label: str, what: str) -> bytes:
         raise InvalidInput(f"{label}: {what} is not a string")
     try:
         return base64.b64decode(value, validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or a text that is not ASCII
         raise InvalidInput(f"{label}: {what} is not base64") from None
 
 

@@ -154,12 +154,18 @@ class State:
             for ev in a.events
             if ev["event"] in ("phase_completed", "acceptance_failed")
         ]
+        unverified = detail(judged[-1], "unverified") if judged else None
+        # What harness writes there, else nothing: a reader prints these as text.
         return {
             "status": self.status(step),
             "reason": self.reason(step),
-            "commit": commits[-1] if commits else None,
-            "call_id": calls[-1] if calls else None,
-            "unverified": detail(judged[-1], "unverified") or [] if judged else [],
+            "commit": _text(commits[-1]) if commits else None,
+            "call_id": _text(calls[-1]) if calls else None,
+            "unverified": (
+                [t for t in unverified if isinstance(t, str)]
+                if isinstance(unverified, list)
+                else []
+            ),
         }
 
     def attempts(self, step: str) -> list[Attempt]:
@@ -204,3 +210,7 @@ class State:
             if cause is not None and not self.resolved(step):
                 return f"{step} is not skipped though {cause} skips its dependents"
         return None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

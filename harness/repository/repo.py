@@ -172,7 +172,8 @@ def with_signature(raw: bytes, signature: str) -> bytes:
     """The commit object `raw` with `signature` in a gpgsig header after its last header,
     each further line of it indented by one space, as git writes and reads it."""
     headers, _, body = raw.partition(b"\n\n")
-    folded = signature.strip().replace("\n", "\n ").encode()
+    # Only the armor's last line end goes: any other byte is the signature's own.
+    folded = signature.strip("\n").replace("\n", "\n ").encode("utf-8", "surrogateescape")
     return headers + b"\ngpgsig " + folded + b"\n\n" + body
 
 
@@ -193,7 +194,11 @@ def without_signature(raw: bytes) -> tuple[bytes, str | None]:
             inside = False
             kept.append(line)
     unsigned = b"\n".join(kept) + b"\n\n" + body
-    return unsigned, "\n".join(x.decode() for x in signature) if signature else None
+    if not signature:
+        return unsigned, None
+    # Given back byte for byte by a replay (with_signature), whatever bytes a commit that
+    # was not harness's carries.
+    return unsigned, b"\n".join(signature).decode("utf-8", "surrogateescape")
 
 
 def holding(root: Path, pack: bytes) -> Repo:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,13 @@ def _verify(verify: dict[str, Any], coverage: dict[str, Any]) -> Verify:
     # `license` is a command, or a rule: {header = "<regex>", paths = [globs]}.
     license = verify.get("license")
     license_rule = license if isinstance(license, dict) else {}
+    if "header" in license_rule:
+        try:  # compiled when a change adds a file: refused now, not mid-run
+            re.compile(license_rule["header"], re.MULTILINE)
+        except re.error as exc:
+            raise InvalidInput(
+                f"ai/harness.toml: $.verify.license.header: no regular expression: {exc}"
+            ) from None
     return Verify(
         **{name: verify.get(name) or None for name in commands},
         license=license if isinstance(license, str) and license else None,

@@ -9,10 +9,12 @@ the outside secret into an output, and never writes outside; the twin is accepte
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -186,3 +188,83 @@ def test_next_refuses_to_write_through_a_committed_symlink(sample: Sample, tmp_p
     (sample.root / "ai/exchanges").unlink()
     (sample.root / "ai/exchanges").mkdir()
     assert sample.cli("next", "demo").returncode == 0
+
+
+# -- forged records: what the schemas take and harness never writes ----------------------------
+
+
+def resealed(root: Path, change: Callable[[list[dict[str, object]]], None]) -> None:
+    """The log with `change` made to its events and the hash chain made whole after it, as a
+    forger would write it: canonical and chained."""
+    path = root / "ai/tasks/demo/progress.ndjson"
+    events = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    change(events)
+    prev, out = "0" * 64, b""
+    for event in events:
+        event["prev"] = prev
+        line = orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+        out, prev = out + line + b"\n", hashlib.sha256(line).hexdigest()
+    path.write_bytes(out)
+
+
+def _set(at: int, key: str, value: object, inside: str | None = None) -> Callable[..., None]:
+    def change(events: list[dict[str, Any]]) -> None:
+        (events[at][inside] if inside else events[at])[key] = value
+
+    return change
+
+
+def binary_artifact(root: Path) -> None:
+    """On T1's call, whose artifacts T2 (which depends on it) is given."""
+    log = (root / "ai/tasks/demo/progress.ndjson").read_bytes().splitlines()
+    invoked = [orjson.loads(line) for line in log if b'"subagent_invoked"' in line]
+    t1 = next(e for e in invoked if e["step"] == "T1")["details"]["call_id"]
+    folder = root / "ai/exchanges/demo" / t1
+    (folder / "artifacts").mkdir(exist_ok=True)
+    (folder / "artifacts/x.txt").write_bytes(b"\xff\xfe")
+    meta = orjson.loads((folder / "meta.json").read_bytes())
+    meta["files"]["artifacts/x.txt"] = hashlib.sha256(b"\xff\xfe").hexdigest()
+    (folder / "meta.json").write_bytes(orjson.dumps(meta))
+
+
+def replace_in(rel: str, old: str, new: str) -> Callable[[Path], None]:
+    def change(root: Path) -> None:
+        path = root / rel
+        path.write_text(path.read_text().replace(old, new, 1))
+
+    return change
+
+
+FORGED: dict[str, Callable[[Path], None]] = {
+    "seq 1.0": lambda root: resealed(root, _set(1, "seq", 1.0)),
+    "30 February": lambda root: resealed(root, _set(3, "ts", "2026-02-30T00:00:00Z")),
+    "unverified 5": lambda root: resealed(root, _set(5, "unverified", 5, "details")),
+    "binary artifact": binary_artifact,
+    "a 13th month": replace_in("ai/agents/write_tokens.json", "2026-01-02", "2026-13-02"),
+    "no regex": replace_in(
+        "ai/harness.toml", "[verify]", '[verify]\nlicense = { header = "[", paths = ["**"] }'
+    ),
+    "deep plan": replace_in(
+        "ai/tasks/demo/plan.json", '"created"', '"x": ' + "[" * 5000 + "]" * 5000 + ', "created"'
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORGED))
+def test_a_forged_record_is_refused_or_flagged_never_a_crash(
+    completed: Path, tmp_path: Path, case: str
+) -> None:
+    """Each of these, put into the record commit as a forged pull request would, crashed a
+    command CI runs on it (exit 4). Replay, which derives the record again, refuses each."""
+    root = tmp_path / "repo"
+    shutil.copytree(completed, root, symlinks=True)
+    sample = Sample(root, root / "agents" / "script.json")
+    FORGED[case](root)
+    sample.git("add", "-A")
+    sample.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--amend", "--no-edit")
+    for command in sorted(COMMANDS):
+        done = run(sample, command, tmp_path / "report.html")
+        assert done.returncode != 4, (command, done.stderr)
+        if command != "audit":  # the audit's findings are a line each
+            assert len(done.stderr.splitlines()) <= 1, (command, done.stderr)
+    assert run(sample, "replay", tmp_path / "report.html").returncode != 0

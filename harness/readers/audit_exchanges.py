@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from contextlib import ExitStack, suppress
 from typing import IO, Any
 
@@ -74,7 +74,7 @@ class ExchangeAudit:
         """Each folder git holds, but those the working tree changed, as exchanges.load
         would judge it; git lists a folder's files together, so one folder at a time."""
         prefix = len(self.rel) + 1
-        current, meta, hashes = "", None, dict[str, str]()
+        current, meta, hashes, untext = "", None, dict[str, str](), list[str]()
         for header in blobs:
             fields = header.rstrip(b"\n").split(b" ", 3)
             if len(fields) != 4:  # "<object> missing": no content follows
@@ -88,8 +88,8 @@ class ExchangeAudit:
             name, _, inner = path.decode("utf-8", "surrogateescape")[prefix:].partition("/")
             if name != current:
                 if current and current not in dirty:
-                    self.exchange(current, meta, hashes)
-                current, meta, hashes = name, None, {}
+                    self.exchange(current, meta, hashes, untext)
+                current, meta, hashes, untext = name, None, {}, []
             if name in dirty:
                 continue
             if not inner:
@@ -101,8 +101,10 @@ class ExchangeAudit:
                 meta = data
             elif inner.partition("/")[0] != exchanges.VERIFY:
                 hashes[inner] = digest(data)
+                if not _text(inner, data):
+                    untext.append(inner)
         if current and current not in dirty:
-            self.exchange(current, meta, hashes)
+            self.exchange(current, meta, hashes, untext)
 
     def on_disk(self, names: Set[str]) -> None:
         """The named folders as the working tree has them, read from the repository's root
@@ -119,7 +121,7 @@ class ExchangeAudit:
             if not contents:
                 with suppress(OSError):
                     if stat.S_ISDIR((self.folder / name).lstat().st_mode):
-                        self.exchange(name, None, {})  # an exchange without its meta.json
+                        self.exchange(name, None, {}, ())  # an exchange without its meta.json
                 continue
             if "" in contents:  # a file, a symlink, a FIFO where a folder should be
                 self.add("exchange", None, f"{self.rel}/{name} is not an exchange folder")
@@ -130,10 +132,14 @@ class ExchangeAudit:
                 for inner, data in contents.items()
                 if inner != exchanges.META and inner.partition("/")[0] != exchanges.VERIFY
             }
-            self.exchange(name, meta if isinstance(meta, bytes) else None, covered)
+            untext = [i for i, d in contents.items() if isinstance(d, bytes) and not _text(i, d)]
+            self.exchange(name, meta if isinstance(meta, bytes) else None, covered, untext)
 
-    def exchange(self, name: str, meta: bytes | None, hashes: dict[str, str]) -> None:
-        """One exchange folder against the call the log made."""
+    def exchange(
+        self, name: str, meta: bytes | None, hashes: dict[str, str], untext: Sequence[str]
+    ) -> None:
+        """One exchange folder against the call the log made; `untext`, its artifacts that
+        are not UTF-8 text, which harness never writes (the answer gave them as JSON text)."""
         entry = self.calls.pop(compact(name), None)
         if entry is None:
             self.add(
@@ -141,6 +147,8 @@ class ExchangeAudit:
             )
             return
         seq, said = entry
+        for inner in sorted(untext):
+            self.add("exchange", seq, f"exchange {short(name)}: {inner} is not UTF-8 text")
         recorded = recorded_outcome(name, meta, hashes)
         if isinstance(recorded, str):
             self.add("exchange", seq, f"exchange {short(name)}: {recorded}")
@@ -159,6 +167,17 @@ class ExchangeAudit:
                 seq,
                 f"exchange {short(name)} {outcome}, but the log says it failed ({said})",
             )
+
+
+def _text(inner: str, data: bytes) -> bool:
+    """Whether a file of an exchange is what harness writes there: an artifact is text."""
+    if not inner.startswith("artifacts/"):
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def recorded_outcome(name: str, meta: bytes | None, hashes: dict[str, str]) -> dict[str, Any] | str:

@@ -216,7 +216,7 @@ def read(
     line counting as the next seq so one gap is one problem. Strict: the first problem is
     InvalidInput naming `strict` (the log's label) and the line number. One line at a time:
     nothing is kept but what the model keeps."""
-    loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
+    loads, dumps, sort, readable = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS, clock.readable
     valid = event_schema.checker()
     prev, expected = GENESIS, 0
     for index, chunk in enumerate(lines):
@@ -231,8 +231,8 @@ def read(
         else:
             if not valid(event):
                 line.add("line", partial(_schema_problem, event))
-            elif (unwritten := _unwritten(event)) is not None:
-                line.add("line", unwritten)
+            elif type(event["seq"]) is not int or not readable(event["ts"]):  # not a call a line
+                line.add("line", _unwritten(event))
             else:
                 line.event = event
                 _check(line, event, task_id, prev, expected, dumps(event, option=sort))
@@ -246,14 +246,12 @@ def read(
         yield line
 
 
-def _unwritten(event: dict[str, Any]) -> str | None:
+def _unwritten(event: dict[str, Any]) -> str:
     """What the schema takes and harness never writes, which a reader would trip on: a seq
-    that is a float (the schema's integer takes 1.0), a ts that is no instant."""
+    that is a float (the schema's integer takes 1.0), or a ts that is no instant."""
     if type(event["seq"]) is not int:
         return f"seq {event['seq']!r} is not an integer as harness writes it"
-    if not clock.readable(event["ts"]):
-        return f"ts {event['ts']} is no instant"
-    return None
+    return f"ts {event['ts']} is no instant"
 
 
 def _check(

@@ -328,6 +328,12 @@ BAD_FILES = [
         "ai/harness.toml: $.verify.license.header: no regular expression: unterminated",
     ),
     (
+        "toml-license-repeat",
+        "ai/harness.toml",
+        '[verify]\nlicense = { header = "a{4294967296}", paths = ["**"] }\n',
+        "ai/harness.toml: $.verify.license.header: no regular expression: the repetition",
+    ),
+    (
         "toml-deep",
         "ai/harness.toml",
         "[verify]\nx = " + "[" * 2000 + "]" * 2000 + "\n",

@@ -231,7 +231,7 @@ def read(
         else:
             if not valid(event):
                 line.add("line", partial(_schema_problem, event))
-            elif type(event["seq"]) is not int or not readable(event["ts"]):  # not a call a line
+            elif type(event["seq"]) is not int or not readable(event["ts"]):  # inline: every line
                 line.add("line", _unwritten(event))
             else:
                 line.event = event

@@ -162,7 +162,7 @@ def _verify(verify: dict[str, Any], coverage: dict[str, Any]) -> Verify:
     if "header" in license_rule:
         try:  # compiled when a change adds a file: refused now, not mid-run
             re.compile(license_rule["header"], re.MULTILINE)
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError) as exc:  # a{2**32}, ((((…))))
             raise InvalidInput(
                 f"ai/harness.toml: $.verify.license.header: no regular expression: {exc}"
             ) from None

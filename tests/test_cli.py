@@ -595,6 +595,22 @@ def test_a_refused_step_writes_nothing(sample: Sample, tmp_path: Path, case: str
         assert repo.head() == head.strip()
 
 
+@pytest.mark.parametrize("reason", [b"\xff", b"\xed\xa0\x80", "caf\u00e9".encode()])
+def test_an_argument_that_is_not_utf8_is_refused_before_anything(
+    sample: Sample, reason: bytes
+) -> None:
+    """argv is bytes: Python gives what is not UTF-8 as lone surrogates, and a reason so
+    given crashed `reject` when orjson wrote it into the log (exit 4)."""
+    demo_answers(sample)
+    argv = [sys.executable, "-m", "harness.cli", "resume", "demo", "--reason", reason]
+    res = subprocess.run(argv, cwd=sample.root, capture_output=True, text=True, timeout=60)
+    if reason == "caf\u00e9".encode():  # the twin: text, refused for another reason
+        assert "not UTF-8" not in res.stderr
+        return
+    assert (res.returncode, res.stderr) == (2, "harness: argument 4 is not UTF-8 text\n")
+    assert not (sample.root / "ai/tasks/demo/progress.ndjson").exists()
+
+
 # -- exit 4 ----------------------------------------------------------------------------------
 
 

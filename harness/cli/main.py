@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from harness import __version__
-from harness.base.errors import HarnessError
+from harness.base.errors import HarnessError, InvalidInput
 from harness.base.printable import printable
 
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
@@ -24,6 +24,14 @@ Arguments = Callable[[argparse.ArgumentParser], None]
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Linux hands over bytes; Python turns those that are not UTF-8 into lone surrogates,
+    # which no record can hold (a --reason is logged as JSON).
+    for number, given in enumerate(sys.argv[1:] if argv is None else argv, 1):
+        try:
+            given.encode("utf-8")
+        except UnicodeEncodeError:
+            print(f"harness: argument {number} is not UTF-8 text", file=sys.stderr)
+            return InvalidInput.exit_code
     parser = _parser()
     args = parser.parse_args(argv)
     # Imported once a command is given: `--version` and `--help` need no git.

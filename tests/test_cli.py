@@ -333,6 +333,20 @@ BAD_FILES = [
         '[verify]\nlicense = { header = "a{4294967296}", paths = ["**"] }\n',
         "ai/harness.toml: $.verify.license.header: no regular expression: the repetition",
     ),
+    # Read and removed in a copy: an absolute or climbing path was the host's (a pull
+    # request's config replayed on CI deleted /dev/zero).
+    (
+        "toml-report-outside-schema",
+        "ai/harness.toml",
+        '[coverage]\nreport = "/tmp/victim"\n',
+        "ai/harness.toml: $.coverage.report: '/tmp/victim' is no path inside the copy",
+    ),
+    (
+        "toml-junit-outside-schema",
+        "ai/harness.toml",
+        '[verify]\njunit = "out/../../x.xml"\n',
+        "ai/harness.toml: $.verify.junit: 'out/../../x.xml' is no path inside the copy",
+    ),
     (
         "toml-deep",
         "ai/harness.toml",

@@ -130,3 +130,23 @@ def test_toml_is_read_or_refused_in_one_line(text: str, problem: str | None) -> 
 
 def test_a_users_toml_may_hold_nan_where_harness_asks_for_no_finite_number() -> None:
     assert files.load_toml(b"x = inf", "config.toml", finite=False) == {"x": float("inf")}
+
+
+def test_a_copys_file_is_removed_and_read_only_below_it(tmp_path: Path) -> None:
+    """A checks' file the config names in a copy, which untrusted code may have made a
+    symlink or a folder: nothing outside the copy is removed or read."""
+    copy, outside = tmp_path / "copy", tmp_path / "outside"
+    (copy / "out").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "victim").write_text("kept")
+    (copy / "linked").symlink_to(outside, target_is_directory=True)
+    (copy / "dir").mkdir()
+    for rel in ("linked/victim", "../outside/victim", "dir", ""):
+        files.remove_inside(copy, rel)
+        assert files.read_untrusted(copy / rel, 100, copy) is None
+    assert (outside / "victim").read_text() == "kept" and (copy / "dir").is_dir()
+    assert files.read_untrusted(outside / "victim", 100, copy) is None  # an absolute path
+    (copy / "out/report.json").write_text("{}")  # the twin: a plain file in the copy
+    assert files.read_untrusted(copy / "out/report.json", 100, copy) == b"{}"
+    files.remove_inside(copy, "out/report.json")
+    assert not (copy / "out/report.json").exists()

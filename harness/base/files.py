@@ -346,11 +346,34 @@ def read_inside(root: Path, rel: str, limit: int, label: str) -> bytes | None:
     return read_regular(root / rel, label, root, limit)
 
 
-def read_untrusted(path: Path, limit: int) -> bytes | None:
+def read_untrusted(path: Path, limit: int, root: Path | None = None) -> bytes | None:
     """At most `limit` bytes of a file that untrusted code may have replaced: None unless it
-    is a regular file reached without following a symlink at its last component."""
-    found = _open_regular(path)
+    is a regular file reached without following a symlink at its last component; with
+    `root`, at any component, and below `root` (a path the config names in a copy)."""
+    if root is None:
+        found = _open_regular(path)
+    else:
+        try:
+            found = _open_inside(root, path.relative_to(root).as_posix())
+        except ValueError:  # an absolute path the copy's folder does not lead to
+            return None
     return None if isinstance(found, str) else _read(found, limit)
+
+
+def remove_inside(root: Path, rel: str) -> None:
+    """Remove the file `rel` below `root` if it is one, following no symlink on the way and
+    leaving a folder be: a copy's files, which untrusted code may have replaced."""
+    parts = rel.split("/")
+    if not rel or ".." in parts:
+        return
+    folder = _descend(root, parts[:-1])
+    if isinstance(folder, tuple):
+        return
+    try:
+        with suppress(OSError):
+            os.unlink(parts[-1], dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 def walk(root: Path, rel: str) -> Iterator[tuple[str, bytes | str]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import shlex
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,15 +213,14 @@ class Judge:
         """The coverage the command measures in `where`."""
         report = where / self.cfg.coverage_report
         # A stale report must not be read; one earlier commands made a folder stays unread.
-        with suppress(OSError):
-            report.unlink(missing_ok=True)
+        files.remove_inside(where, self.cfg.coverage_report)
         check = self.runner.check(f"coverage-{label}", self.cfg.coverage_command, where)
         self.verdict.checks.append(check)
         if all(run.code == NO_TESTS_RAN for run in check.runs):
             raise NoTests(f"{check.summary()}: no test ran")
         if not check.passed:
             raise ValueError(check.summary())
-        data = files.read_untrusted(report, REPORT_LIMIT)
+        data = files.read_untrusted(report, REPORT_LIMIT, where)
         if data is None:
             # The command left only coverage's data file: turn it into the JSON report.
             name = shlex.quote(self.cfg.coverage_report)
@@ -230,7 +228,7 @@ class Judge:
             export = f'"$HARNESS_PYTHON" -m coverage json -q -o {name}'
             exported = self.runner.check(f"coverage-json-{label}", export, where)
             self.verdict.checks.append(exported)
-            data = files.read_untrusted(report, REPORT_LIMIT) if exported.passed else None
+            data = files.read_untrusted(report, REPORT_LIMIT, where) if exported.passed else None
             if data is None:
                 raise ValueError(f"no coverage report at {self.cfg.coverage_report}")
         try:

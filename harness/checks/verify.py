@@ -198,7 +198,7 @@ def flipped_tests(first: Path, second: Path, report: str) -> tuple[str, ...]:
     """Tests whose outcome differs between the JUnit reports the two runs wrote."""
     found = []
     for root in (first, second):
-        data = files.read_untrusted(root / report, JUNIT_LIMIT)
+        data = files.read_untrusted(root / report, JUNIT_LIMIT, root)
         try:
             found.append(junit.outcomes(data.decode("utf-8")) if data is not None else {})
         except ValueError:

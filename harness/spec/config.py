@@ -127,6 +127,14 @@ def load(path: Path, raw: bytes | None = None) -> Config:
             )
     scope = data.get("scope", {})
     verify = data.get("verify", {})
+    # Files the checks leave in a copy, which harness reads and removes there: a path that
+    # left the copy would be the host's (a pull request's config, replayed on CI).
+    for key, named in (
+        ("verify.junit", verify.get("junit")),
+        ("coverage.report", data.get("coverage", {}).get("report")),
+    ):
+        if named is not None and (not named or named.startswith("/") or ".." in named.split("/")):
+            raise InvalidInput(f"ai/harness.toml: $.{key}: {named!r} is no path inside the copy")
     defaults = data.get("defaults", {})
     limits = data.get("limits", {})
     timeouts = defaults.get("timeouts", {"soft_s": 600, "hard_s": 900})

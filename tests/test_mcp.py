@@ -360,22 +360,6 @@ def test_a_wrong_repository_is_refused_before_serving(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_without_the_sdk_the_command_says_how_to_get_it(done: Sample) -> None:
-    hidden = "import sys; sys.modules['mcp'] = None; from harness.cli.main import main; "
-    res = subprocess.run(
-        [sys.executable, "-c", hidden + "sys.exit(main(sys.argv[1:]))", "mcp"],
-        capture_output=True,
-        text=True,
-        cwd=done.root,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        check=False,
-    )
-    assert res.returncode == 2 and res.stdout == ""
-    assert res.stderr == "harness: harness mcp needs the MCP SDK: pip install 'harness[mcp]'\n"
-
-
-@pytest.mark.e2e
 def test_a_committed_symlink_for_the_tasks_folder_is_refused(done: Sample, tmp_path: Path) -> None:
     s = scripted(tmp_path)
     (s.root / "ai" / "tasks").rename(s.root / "ai" / "elsewhere")

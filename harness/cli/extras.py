@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from harness.base.errors import InvalidInput
 
-SIGN = ("securesystemslib", "cryptography")
 
+def missing(exc: ModuleNotFoundError, extra: str, what: str) -> Exception:
+    """The one-line error for `exc`, raised importing what the extra brings; `exc` itself,
+    to be raised again, when the module missing is harness's own (a bug, not a choice).
 
-def missing(
-    exc: ModuleNotFoundError, extra: str, libraries: tuple[str, ...], what: str
-) -> Exception:
-    """The one-line error for `exc` when it names one of the extra's `libraries`; otherwise
-    `exc` itself, to be raised again (a module of harness missing is a bug, not a choice)."""
-    if exc.name is None or exc.name.split(".")[0] not in libraries:
+    Any other module counts as the extra's: an extra brings libraries of its own and theirs
+    (the MCP SDK needs anyio, pydantic, httpx...), and a plain install lacks all of them."""
+    if exc.name is None or exc.name.split(".")[0] == "harness":
         return exc
     return InvalidInput(f"{what} needs {exc.name}: pip install 'harness[{extra}]'")

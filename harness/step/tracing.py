@@ -99,10 +99,20 @@ def traced(
     if exporter is None and not enabled(env):
         yield Off()
         return
-    from harness.step import spans  # the SDK: only now
-
     try:
+        from harness.step import spans  # the SDK: only now
+
         run = spans.Run(task_id, service_name(env), exporter)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] == "harness":
+            raise
+        # OTEL_* set machine-wide, harness installed without the extra: the run is the point.
+        tell(
+            f"traces off: the OTEL_* variables ask for traces, and they need {exc.name}: "
+            "pip install 'harness[otel]'"
+        )
+        yield Off()
+        return
     except Exception as exc:  # an OTEL_* value the SDK refuses: the run goes on untraced
         tell(f"traces off: {' '.join(str(exc).split())}")
         yield Off()

@@ -28,7 +28,7 @@ def attest(args: argparse.Namespace) -> int:
         # The `sign` extra's libraries: plain `attest` neither needs nor pays for them.
         from harness.readers import signed
     except ModuleNotFoundError as exc:
-        raise extras.missing(exc, "sign", extras.SIGN, "attest --sign/--verify") from None
+        raise extras.missing(exc, "sign", "attest --sign/--verify") from None
     if args.verify is not None:
         if args.key is None:
             raise InvalidInput("attest --verify needs --key: the signer's public key")

@@ -20,7 +20,7 @@ def audit(args: argparse.Namespace) -> int:
             # The `sign` extra's libraries: an audit without --key neither needs nor pays.
             from harness.base import signing
         except ModuleNotFoundError as exc:
-            raise extras.missing(exc, "sign", extras.SIGN, "audit --key") from None
+            raise extras.missing(exc, "sign", "audit --key") from None
         key = signing.load_public(Path(args.key))
     found = auditing.audit(layout, task_id, key)
     if args.json:

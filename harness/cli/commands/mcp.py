@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.base.errors import InvalidInput
-from harness.cli import located
+from harness.cli import extras, located
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -14,8 +13,6 @@ def serve(args: argparse.Namespace) -> int:
         from harness.cli import mcpserver
     except ModuleNotFoundError as exc:
         # The SDK is an extra: without it, say how to get it, not a crash log.
-        if exc.name is None or exc.name.split(".")[0] not in ("mcp", "mcp_types"):
-            raise
-        raise InvalidInput("harness mcp needs the MCP SDK: pip install 'harness[mcp]'") from None
+        raise extras.missing(exc, "mcp", "harness mcp") from None
     mcpserver.server(root).run()
     return 0

@@ -60,5 +60,5 @@ def connected() -> None:
     try:
         from harness.step import rayexec  # imports ray: only for --executor ray
     except ModuleNotFoundError as exc:
-        raise extras.missing(exc, "ray", ("ray",), "--executor ray") from None
+        raise extras.missing(exc, "ray", "--executor ray") from None
     rayexec.connect()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from .builders import git
@@ -142,3 +144,39 @@ def test_each_task_is_reported_audited_and_replayed_and_any_failure_fails(tmp_pa
         "audit b",
         "replay b --verify",
     ]
+
+
+@pytest.mark.parametrize("committed", ["pip", None], ids=["shadowing-pip", "plain-checkout"])
+def test_installing_harness_runs_the_runners_pip_whatever_the_checkout_holds(
+    tmp_path: Path, committed: str | None
+) -> None:
+    root = tmp_path / "checkout"
+    ran = tmp_path / "the pull request's pip ran"
+    if committed is not None:
+        # What a pull request could commit: `python -m pip` in the checkout would run it.
+        write(root, {f"{committed}/__init__.py": "", f"{committed}/__main__.py": ""})
+        (root / committed / "__main__.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    root.mkdir(exist_ok=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    # A requirement already met: the real pip says so and installs nothing.
+    env = {**os.environ, "HARNESS_SPEC": "pip", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    res = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step("Install harness")["run"]],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Requirement already satisfied: pip" in res.stdout, res.stdout
+    assert not ran.exists()
+
+
+def test_every_python_the_workflow_starts_is_isolated_from_the_checkout() -> None:
+    scripts = "\n".join(s.get("run", "") for s in steps())
+    started = re.findall(r"\bpython3?\b[^\n]*", scripts)
+    assert started
+    assert all(re.match(r"python3? -I ", line) for line in started), started

@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
-from harness import workers
 from harness.base import files
 from harness.boundary import registry
+from harness.boundary.launchers import launcher as write_launcher
 
 from .conftest import CLOCK, Sample, calc_patch, demo_cli, ok, subtask
 
@@ -195,7 +195,7 @@ def test_doctor_starts_each_agent_in_its_sandbox_and_names_the_fix(sample: Sampl
     sample.write_json("ai/agents/registry.json", reg)
     (sample.root / "ai" / "agents" / "bin").mkdir(parents=True, exist_ok=True)
     launcher = sample.root / "ai" / "agents" / "bin" / "claude-cli"
-    launcher.write_text(workers.launcher("claude"))
+    launcher.write_text(write_launcher("claude"))
     launcher.chmod(0o755)
     res = sample.cli("doctor", env={"PATH": os.defpath})
     assert res.returncode == 1

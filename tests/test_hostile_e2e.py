@@ -13,9 +13,9 @@ import orjson
 import pytest
 
 from harness.base import files
+from harness.boundary.launchers import launcher
 from harness.gate.diffgate import Rules
 from harness.repository.layout import Layout
-from harness.workers import launcher
 from tests.hostile_corpus import BASE_FILES, BENIGN, HOSTILE, SYMLINKS, Case, rules_for
 
 from .conftest import CLOCK

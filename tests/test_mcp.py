@@ -51,20 +51,22 @@ T2_OK = ok("T2", ("src/extra.py", new_file_patch("src/extra.py", ["B = 2"])))
 
 
 @asynccontextmanager
-async def connected(root: Path) -> AsyncIterator[Client]:
-    """The SDK's client on `harness mcp --repo ROOT`, started as a user's agent starts it."""
+async def connected(root: Path, cwd: Path | None = None) -> AsyncIterator[Client]:
+    """The SDK's client on `harness mcp --repo ROOT`, started as a user's agent starts it;
+    with `cwd`, as the `harness` command in that folder."""
+    command, args = sys.executable, ["-m", "harness.cli", "mcp", "--repo", str(root)]
+    if cwd is not None:
+        command, args = str(Path(sys.executable).parent / "harness"), args[2:]
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "harness.cli", "mcp", "--repo", str(root)],
-        env={**os.environ, "HARNESS_CLOCK": CLOCK},
+        command=command, args=args, env={**os.environ, "HARNESS_CLOCK": CLOCK}, cwd=cwd
     )
     async with Client(params) as client:
         yield client
 
 
-def talk(root: Path, body: Callable[[Client], Awaitable[None]]) -> None:
+def talk(root: Path, body: Callable[[Client], Awaitable[None]], cwd: Path | None = None) -> None:
     async def whole() -> None:
-        async with connected(root) as client:
+        async with connected(root, cwd) as client:
             await body(client)
 
     asyncio.run(whole())
@@ -140,6 +142,32 @@ def test_reading_tools_answer_what_their_commands_print(done: Sample) -> None:
     before = done.git("status", "--porcelain", "--untracked-files=all")
     talk(done.root, body)
     assert done.git("status", "--porcelain", "--untracked-files=all") == before
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("shadowing", [True, False], ids=["shadowing", "the-projects-own"])
+def test_a_tool_runs_harness_own_code_whatever_the_repository_holds(
+    tmp_path: Path, shadowing: bool
+) -> None:
+    s = completed_demo(tmp_path)
+    ran = tmp_path / "the repository's harness ran"
+    package = s.root / "harness"
+    (package / "cli").mkdir(parents=True)
+    (package / "__init__.py").write_text("WHOSE = 'the project'\n")
+    if shadowing:
+        # What a pull request could commit: run on the host, outside any sandbox, by every tool.
+        (package / "cli" / "__init__.py").write_text("")
+        (package / "cli" / "__main__.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    s.commit_all("the repository's own harness package")
+
+    async def body(client: Client) -> None:
+        status = await client.call_tool("status", {"task_id": "demo"})
+        assert not status.is_error, text(status)
+        assert status.structured_content is not None
+        assert status.structured_content["complete"] is True
+
+    talk(s.root, body, cwd=s.root)
+    assert not ran.exists()
 
 
 @pytest.mark.e2e
@@ -239,7 +267,7 @@ def test_stdout_is_the_json_rpc_stream_alone_and_the_commit_is_the_demos(tmp_pat
     assert progress[0] == "T1: scripted working as localized-impl"
     assert progress[-1].startswith("T1: commit ok")
     made = docs[-1]["result"]["content"][0]["text"]
-    assert made.startswith("T1\tdone\t9aecb63def44\t")  # T1's commit in `harness demo`
+    assert made.startswith("T1\tdone\teff0c30a20cf\t")  # T1's commit in `harness demo`
 
 
 @pytest.mark.e2e
@@ -379,6 +407,7 @@ def test_argv_puts_every_value_where_no_option_is_read() -> None:
     got = mcpserver.argv(Path("/r"), ["approve"], ["--reason=-x"], ["demo", "T1"])
     assert got == [
         sys.executable,
+        "-P",
         "-m",
         "harness.cli",
         "approve",

@@ -25,8 +25,8 @@ from typing import Any
 import orjson
 import pytest
 
+from harness.boundary.launchers import launcher
 from harness.importers import demo
-from harness.workers import launcher
 from tests.conftest import CLOCK, ROOT, Sample
 from tests.modelapi import ModelAPI, Step, answer, cut, edit, error, hang
 

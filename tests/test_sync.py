@@ -36,7 +36,7 @@ def meddle(s: Sample, edit: str) -> None:
     wrapper.write_text(
         "#!/bin/sh\n"
         f'[ "$1" = --version ] || (cd {shlex.quote(str(s.root))} && {edit})\n'
-        'exec "$HARNESS_PYTHON" -m harness.workers.scripted "$@"\n'
+        'exec "$HARNESS_PYTHON" -I -m harness.workers.scripted "$@"\n'
     )
     wrapper.chmod(0o755)
     reg = s.read_json("ai/agents/registry.json")

@@ -301,7 +301,7 @@ def traced_env(endpoint: str, **more: str) -> dict[str, str]:
 
 UNTRACED = {"OTEL_SDK_DISABLED": "true"}  # whatever the developer's shell has set
 # The demo's record commit, the same with tracing on as without (README, test_cli.py).
-DEMO_RECORD = "d91cf4daee13373f6e21be7177f975177d7da5f4"
+DEMO_RECORD = "abc215ed0cd7a5e8b01c5b923c62948d6c13bd58"
 
 
 @pytest.mark.e2e

@@ -488,9 +488,25 @@ def test_coverage_and_command_criteria_hold(sample: Sample) -> None:
     ]
     assert found["00-coverage-change"]["command"] == COVERAGE
     exported = found["01-coverage-json-change"]["command"]
-    assert exported == '"$HARNESS_PYTHON" -m coverage json -q -o coverage.json'  # no host path
+    assert exported == '"$HARNESS_PYTHON" -P -m coverage json -q -o coverage.json'  # no host path
     assert found["04-acceptance-cmd"]["command"] == "grep -q VALUE src/calc.py"
     assert all(doc["exit_codes"] == [0] for doc in found.values())
+
+
+def test_the_coverage_export_is_harness_own_whatever_the_repository_holds(sample: Sample) -> None:
+    configure(sample, coverage=True)
+    # A project that runs coverage isolated itself, beside a coverage/ package of its own
+    # (or one a change added) that `python -m coverage` in the copy would run instead.
+    config = sample.root / "ai" / "harness.toml"
+    config.write_text(config.read_text().replace(" -m coverage run", " -P -m coverage run"))
+    (sample.root / "coverage").mkdir()
+    (sample.root / "coverage" / "__init__.py").write_text("")
+    (sample.root / "coverage" / "__main__.py").write_text("raise SystemExit('not harness')\n")
+    sample.commit_all("a coverage package of the project's")
+    plan = [subtask("T1", acceptance=CRITERIA)]
+    assert step(sample, plan, [ok("T1", ("src/calc.py", calc_patch("VALUE = 1")))]) == 0
+    completed(sample)
+    assert all(doc["exit_codes"] == [0] for doc in evidence(sample).values())
 
 
 def test_failed_criteria_halt_without_retry_or_commit(sample: Sample) -> None:

@@ -36,8 +36,6 @@ turns into its CLI's flags and checks what the CLI reports having done against.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,7 +45,7 @@ import orjson
 
 from harness.base import files, schemas
 from harness.base.errors import InvalidInput
-from harness.boundary import commands
+from harness.boundary import commands, launchers
 from harness.boundary.registry import Agent
 
 if TYPE_CHECKING:  # each shim imports this module, and must start without git (layout's)
@@ -223,7 +221,7 @@ def apply(agents: list[Agent], found: Policy | None, root: Path) -> list[Agent]:
             applied.append(agent)
             continue
         part = (found or _NONE).effective(agent.commands).within(agent.tools)
-        if shim_of(agent.executable(root)) is None:
+        if launchers.shim_of(agent.executable(root)) is None:
             args = tuple(arg for c in part.commands for arg in ("--allow-command", c))
         else:
             args = ("--policy", part.wire())
@@ -234,25 +232,6 @@ def apply(agents: list[Agent], found: Policy | None, root: Path) -> list[Agent]:
                 )
         applied.append(replace(agent, policy=args))
     return applied
-
-
-# What a launcher harness writes runs: `python -m harness.workers.<cli>`.
-_SHIM = re.compile(rb"harness\.workers\.(claude|codex|gemini|opencode|copilot)\b")
-
-
-def shim_of(executable: Path) -> str | None:
-    """The CLI a launcher drives, read from the launcher harness writes; None for a program
-    that is no harness shim, or no file harness can read (the version probe says why)."""
-    # Resolved: a launcher may be linked in from elsewhere, and is run through the link.
-    try:
-        fh = files.open_regular(Path(os.path.realpath(executable)), str(executable))
-    except InvalidInput:
-        return None
-    if fh is None:
-        return None
-    with fh:
-        found = _SHIM.search(fh.read(4096))
-    return found.group(1).decode() if found else None
 
 
 # -- commands ---------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness.base import files
 from harness.base.errors import Halted, InvalidInput
-from harness.boundary import egress, installed, probes, proc, sandbox
+from harness.boundary import egress, installed, launchers, probes, proc, sandbox
 
 # The roles every shim can take: each CLI reads, edits files and answers in JSON.
 CODING = ("localized-impl", "micro-refactor", "test-author", "doc-writer", "codegen", "review")
@@ -281,6 +281,12 @@ def probe(
     exe = agent.executable(root)
     if not exe.is_file():
         raise Halted(f"agent {agent.id}: {agent.cmd} not found")
+    if launchers.exposed(exe):
+        raise Halted(
+            f"agent {agent.id}: {agent.cmd} runs its shim with `python -m` alone, which "
+            "imports a harness/ folder of the worker's copy first: make it `python -I -m` "
+            "(or delete it and run `harness init`)"
+        )
     cache = state / probes.NAME if state is not None else None
     entries = probes.load(cache) if cache is not None else {}
     digest = probes.key(exe, _drives(agent, env, box), env, box is not None)

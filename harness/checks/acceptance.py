@@ -224,8 +224,9 @@ class Judge:
         if data is None:
             # The command left only coverage's data file: turn it into the JSON report.
             name = shlex.quote(self.cfg.coverage_report)
-            # $HARNESS_PYTHON, not this machine's path: the command is recorded.
-            export = f'"$HARNESS_PYTHON" -m coverage json -q -o {name}'
+            # $HARNESS_PYTHON, not this machine's path: the command is recorded. -P: harness's
+            # own coverage, not a coverage/ package the change or the repository holds.
+            export = f'"$HARNESS_PYTHON" -P -m coverage json -q -o {name}'
             exported = self.runner.check(f"coverage-json-{label}", export, where)
             self.verdict.checks.append(exported)
             data = files.read_untrusted(report, REPORT_LIMIT, where) if exported.passed else None

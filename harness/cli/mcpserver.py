@@ -1,5 +1,5 @@
 """`harness mcp`'s server: harness's commands as MCP tools over stdio, each tool running its
-command as a child process (`python -m harness.cli <command> --repo ROOT`), so a tool is the
+command as a child process (`python -P -m harness.cli <command> --repo ROOT`), so a tool is the
 command's own code path with its exit meanings, and an MCP caller can do nothing the command
 line cannot.
 
@@ -80,6 +80,10 @@ def argv(root: Path, words: list[str], options: list[str], positionals: list[str
         raise ToolError("an argument holds a NUL character (exit 2: bad input)")
     return [
         sys.executable,
+        # The server runs where its user started it, often the repository: `-m` alone would
+        # put that folder first on sys.path, and a harness/ package there would run as the
+        # tool, outside any sandbox.
+        "-P",
         "-m",
         "harness.cli",
         *words,
@@ -102,6 +106,9 @@ async def run(command: list[str], said: Said) -> Done:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             limit=LINE_LIMIT,
+            # Every path in `command` is absolute; an empty entry of the user's PYTHONPATH
+            # means the current folder, which is then no repository's.
+            cwd="/",
         )
     except OSError as exc:
         if exc.errno != errno.E2BIG:

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.base import files
+from harness.boundary.launchers import launcher
 from harness.repository import repo
 from harness.repository.layout import Layout
-from harness.workers import launcher
 
 START = "2026-01-01T00:00:00Z"
 WHO = ("Demo Author", "demo@example.invalid")

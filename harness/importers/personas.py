@@ -40,9 +40,9 @@ import yaml
 
 from harness.base import files, schemas
 from harness.base.errors import InvalidInput
+from harness.boundary.launchers import launcher
 from harness.boundary.registry import TOOLS, shim_entry
 from harness.importers import gleeyaml, importing
-from harness.workers import launcher
 
 SOURCES = {"claude": ".claude/agents", "gemini": ".gemini/agents"}
 _FRONT = re.compile(r"\A---\n(.*?)\n---\n?(.*)\Z", re.DOTALL)

@@ -8,10 +8,10 @@ import shutil
 
 from harness.base import files
 from harness.boundary import installed, registry
+from harness.boundary.launchers import launcher
 from harness.record import tokens
 from harness.repository.layout import Layout
 from harness.spec import config
-from harness.workers import launcher
 
 
 def shims(gemini: bool, opencode: bool = False, copilot: bool = False) -> list[str]:

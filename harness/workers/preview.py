@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.base.errors import InvalidInput
-from harness.boundary import policy, registry, sandbox
+from harness.boundary import launchers, policy, registry, sandbox
 from harness.repository.layout import Layout
 from harness.spec import config
 from harness.workers import claude, codex, copilot, gemini, opencode, shim
@@ -27,7 +27,7 @@ def show(layout: Layout, agent_id: str) -> dict[str, Any]:
     if agent is None:
         raise InvalidInput(f"ai/agents/registry.json: no agent {agent_id!r}")
     launch_argv = [agent.cmd, *agent.argv(layout.root)[1:]]
-    cli = policy.shim_of(agent.executable(layout.root))
+    cli = launchers.shim_of(agent.executable(layout.root))
     argv: dict[str, list[str] | None] = {"writable": None, "read_only": None}
     if cli is not None:
         try:

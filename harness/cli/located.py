@@ -4,14 +4,12 @@ the task its arguments name."""
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
+from harness.base import ids
 from harness.base.errors import InvalidInput
 from harness.repository import repo
 from harness.repository.layout import Layout
-
-_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def repository(args: argparse.Namespace) -> Layout:
@@ -29,4 +27,4 @@ def task(args: argparse.Namespace) -> tuple[Layout, str]:
 
 def is_task_id(value: str) -> bool:
     """Whether `value` can name a task: its folder under ai/tasks, never an option."""
-    return _TASK_ID.match(value) is not None
+    return ids.whole(ids.ID, value)

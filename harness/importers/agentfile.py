@@ -85,10 +85,10 @@ The plan:
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
+from harness.base import ids
 from harness.base.errors import InvalidInput
 from harness.importers.agentbind import Binder
 from harness.importers.agentplan import Agent, Clauses, Goal, Input, Part, Step, Supervision
@@ -98,7 +98,6 @@ from harness.importers.agenttokens import KEYWORDS, NAME, NAME_RULE, PathToken, 
 _CLAUSES = {"DEFAULT", "FROM", "USING", "THEN", "WITHIN", "REQUIRES", "UNSUPERVISED", "HUMAN"}
 _STATEMENTS = KEYWORDS - _CLAUSES
 # A registry agent's id (common.schema.json), which REQUIRES names.
-_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 # The project's modes that tighten or loosen its own checks of each tool call.
 _SECURITY_WHY = {
     "paranoid": "SECURITY paranoid: harness has no per-tool-call verification to make "
@@ -291,7 +290,7 @@ class _Parser:
         agent.outputs = tokens.outputs()
         if tokens.keyword("REQUIRES"):
             profile = tokens.next("a quoted capability profile")
-            if profile.kind != "string" or not _AGENT_ID.match(profile.text):
+            if profile.kind != "string" or not ids.whole(ids.ID, profile.text):
                 self.fail(
                     profile.line,
                     profile.col,

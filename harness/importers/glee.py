@@ -88,12 +88,11 @@ from typing import Any
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from harness.base import schemas
+from harness.base import ids, schemas
 from harness.base.errors import InvalidInput
 from harness.importers.gleeyaml import Document, Pos, keys, pos
 from harness.spec import plan as plan_mod
 
-ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MODES = ("sequential", "parallel", "dag")
 ON_ERROR = ("stop", "continue", "skip_dependents")
 # Seed 000's failure table: what a failed step does when neither it nor its workflow says.
@@ -268,8 +267,10 @@ class _Workflow(Document):
                         )
                 value = fields["workflow"][1]
                 workflow = self.scalar(value, "workflow")
-                if ID.fullmatch(workflow) is None:
-                    self.fail(pos(value), f"workflow {workflow!r} is not a task id ({ID.pattern})")
+                if not ids.whole(ids.ID, workflow):
+                    self.fail(
+                        pos(value), f"workflow {workflow!r} is not a task id ({ids.ID.pattern})"
+                    )
             group = None
             if "parallel_group" in fields:
                 value = fields["parallel_group"][1]

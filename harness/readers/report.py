@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from harness import __version__
-from harness.base import files, metrics
+from harness.base import files, ids, metrics
 from harness.base.errors import InvalidInput
 from harness.readers.audit import Report as Audit
 from harness.readers.audit import audit
@@ -38,7 +38,6 @@ from harness.spec import plan as plan_mod
 Event = dict[str, Any]
 
 # A call_id from the log becomes a path: only a real one may (no ../ from a forged log).
-_CALL_ID = re.compile(r"^[0-9a-f]{64}$")
 METRICS = ("cost_usd", "tokens", "turns")
 
 
@@ -94,7 +93,7 @@ def _detail(ev: Event | None, key: str) -> Any:
 
 def _call_id(events: Sequence[Event]) -> str | None:
     found = _detail(protocol.Attempt(0, 0, list(events)).invoked, "call_id")
-    return found if isinstance(found, str) and _CALL_ID.match(found) else None
+    return found if ids.whole(ids.CALL_ID, found) else None
 
 
 def _result(folder: Path, root: Path) -> dict[str, Any]:

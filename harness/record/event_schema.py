@@ -31,7 +31,7 @@ def checker() -> Callable[[Any], bool]:
     events, statuses = frozenset(props["event"]["enum"]), frozenset(props["status"]["enum"])
     # As the fast check reads a pattern: searched, each `$` the end of the text.
     sha256, timestamp, pattern_id = (
-        re.compile(defs[name]["pattern"].replace("$", r"\Z")).search
+        re.compile(schemas.python_pattern(defs[name]["pattern"])).search
         for name in ("sha256", "timestamp", "id")
     )
     # The ids that passed: a log names its task on every line and a subtask on several in a

@@ -166,10 +166,10 @@ def _metrics(stdout: bytes) -> dict[str, Any] | None:
     return metrics if isinstance(metrics, dict) else None
 
 
-def session_id(stdout: bytes) -> str | None:
-    """The agent CLI's session an answer line names (metrics.session_id), if it is one."""
-    named = (_metrics(stdout) or {}).get("session_id")
-    return named if isinstance(named, str) and 0 < len(named) <= 200 else None
+def session_id(stdout: bytes) -> object:
+    """What an answer line names as its agent CLI's session (metrics.session_id): anything
+    the answer holds, None when it names none. The caller holds it to ids.SESSION."""
+    return (_metrics(stdout) or {}).get("session_id")
 
 
 def reported(stdout: bytes) -> tuple[float | None, int | None]:

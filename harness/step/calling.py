@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.base import ids
 from harness.base.errors import InvalidInput
 from harness.boundary import registry, sessions
 from harness.boundary.registry import Agent
@@ -173,8 +174,13 @@ def session_for(job: Subtask, agent: Agent, att: protocol.Attempt) -> dict[str, 
             job.task.layout.exchange(job.task.task_id, retried), job.task.layout.root
         )
         named = exchanges.session_id(exchange.stdout) if exchange is not None else None
-        if named is not None:
+        if ids.whole(ids.SESSION, named):
             found["resume"] = named
+        elif named is not None:
+            # The answer is the worker's: what it names goes to the CLI's argv (`--resume
+            # ID`), where `--dangerously-skip-permissions` would be read as a flag. Recorded
+            # in the envelope, and the retry starts a new session.
+            found["dropped"] = "the retried call's answer named no session id"
     return found
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from harness.base import scope
+from harness.base import ids, scope
 from harness.boundary import policy
 from harness.workers.envelopes import Envelope as Envelope
 from harness.workers.envelopes import ShimError as ShimError
@@ -166,8 +166,6 @@ class Launch:
 # A command the registry allows is a program name and fixed leading words: no shell syntax,
 # so a prefix rule like `Bash(pytest:*)` cannot be widened by what the entry itself contains.
 COMMAND = re.compile(r"[A-Za-z0-9_.+/=-]+(?: [A-Za-z0-9_.+/=:-]+)*")
-# A registry id, as schemas/common.schema.json has it: the answer line must carry one.
-AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # A model name, as schemas/registry.schema.json has it: never read as a flag of the CLI.
 MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,199}")
 USAGE = (
@@ -198,7 +196,7 @@ def parse_launch(args: list[str]) -> Launch:
             if bad is not None:
                 raise ShimError(f"--policy: command {bad!r}: only plain words, no shell syntax")
         elif flag == "--agent-id":
-            if not AGENT_ID.fullmatch(value):
+            if not ids.whole(ids.ID, value):
                 raise ShimError(f"--agent-id {value!r}: not a registry id")
             agent_id = value
         elif flag == "--model":
@@ -227,7 +225,7 @@ def identity(args: list[str], default: str) -> str:
     reports its error under the id harness expects, rather than as a mismatched agent."""
     # Paired as parse_launch pairs them: flag, value, flag, value.
     named = [v for f, v in zip(args[::2], args[1::2], strict=False) if f == "--agent-id"]
-    return next((v for v in reversed(named) if AGENT_ID.fullmatch(v)), default)
+    return next((v for v in reversed(named) if ids.whole(ids.ID, v)), default)
 
 
 # -- the answer -------------------------------------------------------------------------------

@@ -250,7 +250,7 @@ def test_another_key_or_an_unsigned_run_is_a_finding(
     assert "not by the key given" in lines[0]
     unsigned = run_demo(tmp_path, {})
     head = unsigned.git("rev-parse", "HEAD").strip()
-    assert head == "abc215ed0cd7a5e8b01c5b923c62948d6c13bd58"  # signing off changes nothing
+    assert head == "8f1fff8dd94c6ef67c222abad4a6d349ab494ff9"  # signing off changes nothing
     code, lines = audit(unsigned, "--key", str(keys / "key.pub"))
     assert (code, lines[0]) == (1, f"-: commit {head[:12]} carries no {checkpoint.TRAILER}")
     assert audit(unsigned)[0] == 0

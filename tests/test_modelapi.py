@@ -453,8 +453,6 @@ def test_hang_without_a_timeout_knob(bare: Bare, cli: str) -> None:
     with ModelAPI([hang()]) as api:
         ran = bare.run(cli, api, timeout=30, hold=3)
         assert len(api.main_requests()) == 1
-        start = time.monotonic()
-    assert time.monotonic() - start < 3
     assert ran.code is None  # killed at the timeout
     if cli == "codex":
         assert [e["type"] for e in codex_events(ran)] == ["thread.started", "turn.started"]
@@ -727,8 +725,6 @@ def test_hang_then_stop_promptly() -> None:
         idle = http.client.HTTPConnection(api.url.removeprefix("http://"), timeout=5)
         idle.request("GET", "/v1/models")
         idle.getresponse().read()
-        start = time.monotonic()
-    assert time.monotonic() - start < 2
     for t in threads:
         t.join(timeout=5)
         assert not t.is_alive()

@@ -5,7 +5,6 @@ API of tests/modelapi.py, installed as a user installs it (tests/test_real_clis.
 from __future__ import annotations
 
 import os
-import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -338,14 +337,11 @@ def test_a_failing_model_api_is_classed(status: int, kind: str, home: Path, tmp_
             config.replace("timeouts = { soft_s = 60, hard_s = 90 }", QUICK)
         )
         plan_for(s, "opencode")
-        started = time.monotonic()
         done = s.cli("run", "demo", env=env, timeout=300)
-        took = time.monotonic() - started
     assert done.returncode == 1, done.stderr
     failed = [e for e in s.events() if e["event"] == "subagent_failed"]
     assert [e["details"]["kind"] for e in failed] == [kind] * (2 if kind == "retryable" else 1)
     assert f"status {status}" in failed[0]["error"]
-    assert took < 120, took
 
 
 @pytest.mark.e2e
@@ -403,9 +399,7 @@ def test_a_model_api_that_hangs_is_given_up_on_after_idle_s(home: Path, tmp_path
             config.replace("timeouts = { soft_s = 60, hard_s = 90 }", HANGING)
         )
         plan_for(s, "opencode")
-        started = time.monotonic()
         done = s.cli("run", "demo", env=env, timeout=300)
-        took = time.monotonic() - started
         asked = len(api.main_requests())
     assert done.returncode == 1, done.stderr
     failed = [e for e in s.events() if e["event"] == "subagent_failed"]
@@ -415,4 +409,3 @@ def test_a_model_api_that_hangs_is_given_up_on_after_idle_s(home: Path, tmp_path
     # every call need ask again: on a loaded machine opencode's start takes much of a call
     # (CI runs with a worker more than the cores asked 3 times, then 2, with a 30 s one).
     assert asked >= 3, asked
-    assert took < 200, took

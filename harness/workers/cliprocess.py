@@ -99,7 +99,9 @@ def cli_version(program: str, shim_version: str) -> str:
     first = (done.stdout.strip().splitlines() or [""])[0]
     version = registry.version_in(first)
     if done.returncode != 0 or version is None:
+        # A CLI that cannot start says why on stderr (a runtime too old, a missing library).
+        said = first or (done.stderr.strip().splitlines() or [""])[0]
         raise ShimError(
-            f"{program} --version gave no version (exit {done.returncode}): {first[:80]!r}"
+            f"{program} --version gave no version (exit {done.returncode}): {said[:160]!r}"
         )
     return f"{program} {version} via {shim_version}"

@@ -13,6 +13,7 @@ import pytest
 
 from harness.importers import demo
 from harness.repository.layout import Layout
+from harness.workers import scripted
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +55,28 @@ def _play(
     return took, orjson.loads(done.stdout)
 
 
+@pytest.mark.parametrize(("sleep_s", "age", "slept"), [(1.0, 1.0, 0.0), (1.5, 1.0, 0.5), (1, 3, 0)])
 def test_sleep_s_counts_from_the_process_start_not_from_the_answer(
-    tmp_path: Path, envelope: bytes
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sleep_s: float,
+    age: float,
+    slept: float,
 ) -> None:
-    took, answer = _play(tmp_path, envelope, 1.0, wait_first=1.0)
-    assert answer["status"] == "ok"
-    # It answers 1 s after it started, which its slow start already spent: counted from
-    # the end of its start-up it would take 2 s or more.
-    assert 1.0 <= took < 1.9
+    waits: list[float] = []
+    monkeypatch.setattr(scripted, "_age", lambda: age)
+    monkeypatch.setattr(scripted.time, "sleep", waits.append)
+    assert scripted._play({"subtask": "T1", "sleep_s": sleep_s}, "a", "demo", "ts") == 0
+    assert waits == [slept]
+    assert orjson.loads(capsys.readouterr().out)["status"] == "ok"
+
+
+def test_a_process_age_counts_from_its_fork(tmp_path: Path) -> None:
+    code = (
+        "import time; time.sleep(0.5); from harness.workers import scripted; print(scripted._age())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(done.stdout) >= 0.5
 
 
 def test_sleep_s_is_never_shorter_than_asked(tmp_path: Path, envelope: bytes) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
+from harness.base import folders
 from harness.boundary import sandbox
 from harness.importers import demo
 
@@ -220,6 +221,31 @@ def completed_demo(where: Path) -> Sample:
 # user's terminal delivers it. (Python turns an ignored SIGINT at start into no handler.)
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def chain(top: Path, depth: int, name: str = "d") -> None:
+    """`top`/name/name/... `depth` folders deep, a file at the bottom: made by descriptor,
+    as a test's code could make it, past what a path can name."""
+    top.mkdir(parents=True, exist_ok=True)
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            below = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = below
+        os.close(os.open("bottom", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def deep(tmp_path: Path) -> Iterator[Path]:
+    """tmp_path for a test that leaves folders deeper than Python recurses (chain): emptied
+    by folders.remove after it, as pytest's own cleanup (shutil.rmtree) would stop there."""
+    yield tmp_path
+    for entry in tmp_path.iterdir():
+        folders.remove(entry)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from harness.base import files
+from harness.base import folders
 from harness.base.clock import SteppingClock
 from harness.base.errors import Halted
 from harness.boundary import proc
@@ -116,7 +116,7 @@ def repository(where: Path, subtasks: list[dict[str, Any]]) -> Path:
     """The demo's repository with checks off (these tests are about the step's decisions,
     not verification) and this plan for task demo."""
     root = where / "repo"
-    files.wipe(root)
+    folders.remove(root)
     root.mkdir(parents=True)
     demo.build(root)
     layout = Layout(root)

@@ -28,7 +28,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.base import files
+from harness.base import folders
 from harness.base.errors import Halted
 from harness.boundary import proc
 from harness.checks import sequence
@@ -620,7 +620,7 @@ def test_harness_run_killed_while_checks_run_ahead_finishes_as_if_never_killed(
 
     def sample() -> Sample:
         """The same sample each time, in the same folder: the record names its paths."""
-        files.wipe(tmp_path / "s")
+        folders.remove(tmp_path / "s")
         (tmp_path / "s").mkdir()
         s = scripted(tmp_path / "s")
         s.set_config(

@@ -15,6 +15,7 @@ from harness.repository.repo import Repo
 from harness.spec import config
 
 from .builders import git
+from .conftest import calc_patch, new_file_patch, ok, scripted, subtask
 
 
 def commit(root: Path, files: dict[str, str | None], links: dict[str, str] | None = None) -> str:
@@ -210,3 +211,34 @@ def test_each_call_runs_in_the_sandbox_its_slot_s_last_call_started(
     finally:
         ahead.drop()
     assert ahead._ready == {}
+
+
+# A worker that leaves a chain of folders 1,500 deep in its home, then answers as the
+# scripted worker does: what a CLI, or a command it ran, could leave behind.
+DEEP_HOME = """#!/bin/sh
+if [ "$1" != --version ]; then
+  cd "$HOME" && i=0 && while [ $i -lt 1500 ]; do mkdir d && cd d || exit 9; i=$((i+1)); done
+fi
+exec "$HARNESS_PYTHON" -I -m harness.workers.scripted "$@"
+"""
+
+
+@pytest.mark.e2e
+def test_a_home_left_1500_folders_deep_stops_neither_the_call_nor_the_next(deep: Path) -> None:
+    s = scripted(deep)
+    worker = s.root / "agents" / "deep-cli"
+    worker.write_text(DEEP_HOME)
+    worker.chmod(0o755)
+    reg = s.read_json("ai/agents/registry.json")
+    reg["agents"][0]["cmd"] = "agents/deep-cli"
+    s.write_json("ai/agents/registry.json", reg)
+    s.commit_all("a worker that leaves a deep home")
+    s.write_plan([subtask("T1"), subtask("T2", depends_on=["T1"], write_scope="docs/**",
+                  creates=["docs/x.md"])])  # fmt: skip
+    s.write_script([
+        ok("T1", ("src/calc.py", calc_patch())),
+        ok("T2", ("docs/x.md", new_file_patch("docs/x.md", ["# x"]))),
+    ])  # fmt: skip
+    res = s.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+    assert s.names().count("step_completed") == 2 and s.names()[-1] == "task_completed"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
+import os
 from pathlib import Path
 
 import pytest
 
+from harness.base import folders
 from harness.boundary import sessions
+
+from .conftest import chain
 
 
 def store(home: Path, text: str = "turn 1\n") -> Path:
@@ -108,8 +111,28 @@ def test_a_store_that_cannot_be_copied_is_not_kept(
     store(home)
 
     def refuse(*args: object, **kwargs: object) -> None:
-        raise shutil.Error([("a", "b", "Permission denied")])
+        raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(sessions.shutil, "copytree", refuse)
+    monkeypatch.setattr(sessions.folders, "copy", refuse)
     sessions.collect("claude", home, scratch)
     assert sessions.keep(scratch, tmp_path / "kept") is None
+
+
+@pytest.mark.parametrize("left", ["a chain 1,500 deep", "100,000 empty files"])
+def test_a_store_past_its_bounds_is_not_kept_and_the_next_call_goes_on(
+    deep: Path, left: str
+) -> None:
+    tmp_path = deep
+    home, scratch = tmp_path / "home", tmp_path / "scratch"
+    scratch.mkdir()
+    where = store(home).parent
+    if left.startswith("a chain"):
+        chain(where, 1500)
+    else:
+        for i in range(100_000):
+            os.close(os.open(where / f"e{i}", os.O_WRONLY | os.O_CREAT))
+    sessions.collect("claude", home, scratch)
+    assert sessions.keep(scratch, tmp_path / "kept") is None  # the retry starts afresh
+    # What is left is removed for the next call, as any home is.
+    folders.remove(home)
+    assert not home.exists()

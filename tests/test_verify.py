@@ -14,10 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
+from harness.base import folders
 from harness.checks import verify
 from harness.importers import demo
 
-from .conftest import Sample, calc_patch, err, new_file_patch, ok, subtask
+from .conftest import Sample, calc_patch, err, new_file_patch, ok, scripted, subtask
 
 PY = shlex.quote(sys.executable)
 COVERAGE = f"{PY} -m coverage run --branch -m unittest discover -s tests -t . -q"
@@ -803,3 +804,35 @@ def test_review_with_diffs_is_judged_by_the_same_rule(sample: Sample, cite: str)
     assert code == 1
     failed = halted_on_acceptance(sample, head)
     assert "cites src/calc.py:6 but it has 5 lines" in failed["error"]
+
+
+def deep_build(depth: int) -> str:
+    """A build script a change adds: it leaves a chain of folders `depth` deep in the copy."""
+    return (
+        "i=0; while [ $i -lt DEPTH ]; do mkdir d && cd d || exit 9; i=$((i+1)); done\n"
+    ).replace("DEPTH", str(depth))
+
+
+@pytest.mark.parametrize("depth", [1500, 40], ids=["1500-deep", "40-deep"])
+def test_a_build_that_leaves_a_tree_too_deep_to_copy_fails_its_test_and_the_retry_goes_on(
+    deep: Path, depth: int
+) -> None:
+    sample = scripted(deep)
+    configure(sample, build="sh src/build.sh", test="test -f src/build.sh")
+    script = "src/build.sh"
+    first = ok("T1", (script, new_file_patch(script, [deep_build(depth).rstrip()])))
+    again = ok("T1", (script, new_file_patch(script, [deep_build(3).rstrip()])))
+    plan = [subtask("T1", creates=[script], inputs=[])]
+    sample.write_plan(plan)
+    sample.write_script([{**first, "retry": False}, {**again, "retry": True}])
+    res = sample.cli("run", "demo")
+    assert res.returncode == 0, res.stderr
+    failed = named(sample, "test_failed")
+    if depth > folders.COPY_DEPTH:
+        (only,) = failed
+        assert "deeper than 512 folders" in only["details"]["uncopied"]
+        assert only["error"].startswith("the built tree cannot be copied: d/d/d/...")
+        assert named(sample, "subagent_retried")
+    else:
+        assert failed == [] and not named(sample, "subagent_retried")
+    assert sample.names()[-1] == "task_completed"

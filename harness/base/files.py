@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import math
 import os
-import shutil
 import stat
 import tempfile
 import tomllib
@@ -16,7 +15,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from harness.base import schemas
+from harness.base import folders, schemas
 from harness.base.errors import InvalidInput
 
 
@@ -139,56 +138,6 @@ def fsync_file(path: Path) -> None:
         os.fsync(fh.fileno())
 
 
-def wipe(path: Path) -> None:
-    """Remove a scratch tree whatever untrusted code left in it: folders it made unwritable
-    or unreadable are opened up first. Never follows a symlink out of the tree."""
-
-    def reopen(func: Any, name: str, _exc: Any) -> None:
-        parent = os.path.dirname(name)
-        for folder in (parent, name):
-            if os.path.isdir(folder) and not os.path.islink(folder):
-                os.chmod(folder, 0o700)
-        func(name)
-
-    try:
-        is_dir = stat.S_ISDIR(path.lstat().st_mode)
-    except FileNotFoundError:
-        return
-    if is_dir:
-        shutil.rmtree(path, onerror=reopen)
-    else:
-        path.unlink()
-
-
-def copy_tree(src: Path, dest: Path) -> None:
-    """A copy of a scratch tree: folders, regular files and symlinks (as links); FIFOs,
-    sockets and devices planted there are left out rather than opened."""
-
-    def specials(folder: str, names: list[str]) -> set[str]:
-        skipped = set()
-        for name in names:
-            mode = os.lstat(os.path.join(folder, name)).st_mode
-            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-                skipped.add(name)
-        return skipped
-
-    _open_up(src)
-    shutil.copytree(src, dest, symlinks=True, ignore=specials)
-
-
-def _open_up(folder: Path) -> None:
-    """Make a tree that untrusted code may have locked (chmod 000) readable again by its
-    owner, without following symlinks."""
-    with suppress(OSError):
-        folder.chmod(folder.stat().st_mode | 0o700)
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    _open_up(Path(entry.path))
-                elif entry.is_file(follow_symlinks=False):
-                    os.chmod(entry.path, entry.stat(follow_symlinks=False).st_mode | 0o400)
-
-
 MISSING = "missing"
 
 
@@ -289,6 +238,8 @@ def _read(fd: int, limit: int = -1) -> bytes:
 # The most harness reads whole of one file it did not write itself: a plan, a config, an
 # exchange's file. Far above anything harness writes; far below what would exhaust memory.
 READ_LIMIT = 64 << 20
+# How deep below the folder it is asked for a record is walked: exchanges are a few folders.
+WALK_DEPTH = 32
 
 
 def open_regular(path: Path, label: str, root: Path | None = None) -> BinaryIO | None:
@@ -378,10 +329,12 @@ def remove_inside(root: Path, rel: str) -> None:
 
 def walk(root: Path, rel: str) -> Iterator[tuple[str, bytes | str]]:
     """Every file at or under `rel` (a POSIX path below `root`), sorted: (path, its bytes) for
-    a regular file, (path, why not) for anything else, which is not entered or opened.
+    a regular file, (path, why not) for anything else, which is not entered or opened; a
+    folder more than WALK_DEPTH below `rel` is one such entry.
 
     Each folder, from `root` down, is opened through its parent's descriptor with O_NOFOLLOW,
-    so no symlink is followed however the tree is swapped meanwhile.
+    so no symlink is followed however the tree is swapped meanwhile; below `rel`, without
+    recursion (folders.Walk), so no record, however deep, stops its reader.
     """
     parts = rel.split("/")
     folder = _descend(root, parts[:-1])
@@ -408,11 +361,21 @@ def _walk(parent: int, name: str, rel: str) -> Iterator[tuple[str, bytes | str]]
     if isinstance(found, str):
         yield rel, found
     elif not is_dir:
-        data = _read(found, READ_LIMIT + 1)
-        yield rel, data if len(data) <= READ_LIMIT else f"larger than {READ_LIMIT} bytes"
+        yield rel, _limited(found)
     else:
-        try:
-            for child in sorted(os.listdir(found)):
-                yield from _walk(found, child, f"{rel}/{child}")
-        finally:
-            os.close(found)
+        with folders.Walk(found, WALK_DEPTH) as below:
+            for event, sub, child, _ in below.events():
+                path = f"{rel}/{sub}"
+                if event == "deep":
+                    yield path, f"deeper than {WALK_DEPTH} folders"
+                elif event == "unopened":
+                    yield path, "a folder that cannot be opened"
+                elif event == "file":
+                    opened = _open_regular(child, below.fd)
+                    if opened != MISSING:
+                        yield path, opened if isinstance(opened, str) else _limited(opened)
+
+
+def _limited(fd: int) -> bytes | str:
+    data = _read(fd, READ_LIMIT + 1)
+    return data if len(data) <= READ_LIMIT else f"larger than {READ_LIMIT} bytes"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from harness.base import files, scope
+from harness.base import files, folders, scope
 from harness.base.errors import HarnessError
 from harness.boundary import egress, proc, proxy, registry, sandbox, sessions, worker
 from harness.boundary.held import Held
@@ -225,14 +225,14 @@ class Containment:
         if held is not None and held["visible"] == visible and folder.is_dir():
             git.export(tree, folder, keep=self.shown, since=held["tree"])
         else:
-            files.wipe(folder)
+            folders.remove(folder)
             git.export(tree, folder, keep=self.shown)
         files.atomic_write(marker, files.dumps({"tree": tree, "visible": visible}))
         return folder
 
 
 def _fresh(folder: Path) -> Path:
-    files.wipe(folder)
+    folders.remove(folder)
     folder.mkdir(parents=True)
     return folder
 

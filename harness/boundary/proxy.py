@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness.base import files
+from harness.base import folders
 from harness.base.errors import Halted
 from harness.boundary import sandbox
 from harness.boundary.egress import Refusal, Resolver, Rules, host_of, shown, target_of, url_target
@@ -67,7 +67,7 @@ class Proxy:
         """Listening, or Halted saying why not: no call runs without its proxy."""
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            files.wipe(self.folder)
+            folders.remove(self.folder)
             self.folder.mkdir(mode=0o700, parents=True)
             self.folder.chmod(0o700)  # whatever the umask
             fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)

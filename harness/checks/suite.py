@@ -6,13 +6,12 @@ success) and kept as evidence beside the exchange.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.base import files
+from harness.base import files, folders
 from harness.base.errors import Halted
 from harness.checks.acceptance import Judge
 from harness.checks.deferred import Keeper, Sink
@@ -80,17 +79,23 @@ class Checks:
         """Two runs, each in its own copy of the built worktree; pass/pass only."""
         cfg = self.cfg
         twin = self.scratch("verify-2")
-        files.wipe(twin)
+        folders.remove(twin)
         try:
-            files.copy_tree(wt, twin)
-        except (OSError, shutil.Error) as exc:
+            folders.copy(wt, twin)
+        except folders.TreeError as exc:
+            # What the build left is the change's: a failed test, as a run of it would be.
+            folders.remove(twin)
+            details = {"check": "test", "command": command, "uncopied": str(exc)}
+            self.error("test_failed", details, f"the built tree cannot be copied: {exc}")
+            return False
+        except OSError as exc:
             raise Halted(f"cannot copy the built tree for the second test run: {exc}") from None
         try:
             check = self.runner.twice("test", command, [wt, twin], cfg.parallel_runs)
             if cfg.junit is not None and not check.passed:
                 check = replace(check, flipped=flipped_tests(wt, twin, cfg.junit))
         finally:
-            files.wipe(twin)
+            folders.remove(twin)
         return self.judge(check, "test")
 
     def judge(self, check: Check, kind: str) -> bool:

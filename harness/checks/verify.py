@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.base import files, scope
+from harness.base import files, folders, scope
 from harness.boundary import proc, sandbox
 from harness.checks import junit
 
@@ -143,7 +143,7 @@ class Runner:
 
     def run(self, label: str, command: str, cwd: Path) -> Run:
         home = self.scratch / f"home-{label}"
-        files.wipe(home)
+        folders.remove(home)
         home.mkdir(parents=True)
         box = self.boxes(cwd, home)
         env = proc.base_env(home) | HERMETIC

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import bisect
-import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from harness.base import files
+from harness.base import files, folders
 from harness.base.errors import InvalidInput
 from harness.repository import repo
 from harness.repository.layout import Layout
@@ -119,14 +118,14 @@ def scratch_clone(source: Path, base: str) -> Iterator[Path]:
             scratch.close()
         yield root
     finally:
-        shutil.rmtree(top, ignore_errors=True)
+        folders.remove(top)
 
 
 def seed_exchanges(source: Layout, scratch: Layout, task_id: str) -> None:
     """Every recorded exchange, and no log or checklist: the replay writes its own. Only
     regular files are copied, each reached without following a symlink: anything else in
     the record (a link out of the repository, say) stops the replay."""
-    shutil.rmtree(scratch.exchanges(task_id), ignore_errors=True)
+    folders.remove(scratch.exchanges(task_id))
     for rel, found in files.walk(source.root, source.rel(source.exchanges(task_id))):
         if isinstance(found, str):
             raise InvalidInput(f"{rel}: {found}: a record holds only regular files")

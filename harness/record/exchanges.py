@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 import orjson
 
 from harness import __version__
-from harness.base import files, metrics, schemas
+from harness.base import files, folders, metrics, schemas
 from harness.base.errors import InvalidInput
 from harness.boundary import egress
 from harness.boundary.worker import Outcome
@@ -53,7 +52,7 @@ class Exchange:
 
 def stage(staging: Path, call: Call) -> Path:
     """A fresh staging folder holding the worker's stdin (the two envelope lines)."""
-    shutil.rmtree(staging, ignore_errors=True)
+    folders.remove(staging)
     staging.mkdir(parents=True)
     (staging / "stdin").write_bytes(call.stdin())
     return staging
@@ -92,9 +91,9 @@ def commit(
     schemas.validate("exchange-meta", meta, f"exchange {call.call_id}")
     sealed = files.pretty(meta)
     (staging / META).write_bytes(sealed)
-    for path in staging.rglob("*"):
-        if path.is_file():
-            files.fsync_file(path)
+    for item in folders.entries(staging, folders.COPY_DEPTH, folders.COPY_ENTRIES):
+        if item.kind == "file":
+            files.fsync_file(staging / item.rel)
     entries: dict[Path, str | None] = {final: None}
     entries |= {final / name: sha for name, sha in meta["files"].items()}
     ledger.note(entries | {final / META: digest(sealed)})

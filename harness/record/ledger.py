@@ -29,7 +29,7 @@ from pathlib import Path
 
 import orjson
 
-from harness.base import files
+from harness.base import files, folders
 from harness.base.errors import InvalidInput
 from harness.repository.layout import Layout
 
@@ -116,7 +116,7 @@ class Ledger:
     def remove(self, path: Path) -> None:
         """Remove a file or folder harness made; the record drops what HEAD has there."""
         self.note({path: None})
-        files.wipe(path)
+        folders.remove(path)
 
     def clear(self) -> None:
         """Forget every entry, once a record commit holds them all."""

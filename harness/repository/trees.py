@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from harness.base import files
+from harness.base import folders
 from harness.base.errors import Halted, HarnessError
 from harness.repository.history import History
 from harness.repository.objects import GITLINK, LINK, Changed
@@ -146,7 +146,7 @@ class Trees(History):
     def scratch(self, tree: str, where: Path, git_dir: bool = False) -> Iterator[Path]:
         """A copy of `tree` at `where`, with a `.git` of its own holding one commit of it if
         asked; removed afterwards whatever happens."""
-        files.wipe(where)
+        folders.remove(where)
         self.export(tree, where)
         if git_dir:
             own = {
@@ -162,7 +162,7 @@ class Trees(History):
         try:
             yield where
         finally:
-            files.wipe(where)
+            folders.remove(where)
 
     def objects(self, revs: Sequence[str]) -> bytes:
         """A pack of `revs` (commits or trees) and every tree and blob they hold, without
@@ -211,7 +211,7 @@ def _changed(changes: list[Changed], dest: Path) -> Iterator[tuple[str, str, str
         if target.is_symlink() or target.is_file():
             target.unlink()
         elif target.is_dir():
-            files.wipe(target)
+            folders.remove(target)
     for change in sorted(changes, key=lambda c: -c.path.count("/")):
         parent = (dest / change.path).parent
         while parent != dest:

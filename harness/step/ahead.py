@@ -21,7 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future
 from dataclasses import replace
 from typing import Any
 
-from harness.base import files
+from harness.base import folders
 from harness.boundary import worker
 from harness.checks.sequence import Verdict, Work
 from harness.step import answering, checking, executing, executors, gating, landing
@@ -45,7 +45,7 @@ class Ahead:
         self.made = 0  # runs started: each gets a scratch folder of its own
         # (subtask, call, tree it applies to) -> its Work there, or None: gate and apply once.
         self.works: dict[tuple[str, str, str], Work | None] = {}
-        files.wipe(task.scratch("ahead"))  # what a killed run left
+        folders.remove(task.scratch("ahead"))  # what a killed run left
 
     def checked(self, work: Work) -> Verdict:
         """The verdict on `work`, the change whose turn it is: from a run on exactly its

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.base import files
+from harness.base import folders
 from harness.base.errors import Halted
 from harness.gate import diffgate
 from harness.record import envelope, tokens
@@ -33,7 +33,7 @@ def applied(
     """The tree of `head` (a commit or tree) with the changes applied, or None and why git
     refused one; nothing logged. `name` names the scratch it uses."""
     patches = task.scratch(name)
-    files.wipe(patches)
+    folders.remove(patches)
     patches.mkdir(parents=True)
     written = []
     for i, change in enumerate(diffgate.apply_order(changes)):

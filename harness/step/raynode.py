@@ -14,7 +14,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from harness.base import files
+from harness.base import folders
 from harness.boundary import proc, sessions
 from harness.boundary.contain import Containment
 from harness.boundary.registry import Agent
@@ -61,7 +61,7 @@ def answer(
             return result, wrote, taken(scratch / sessions.OUT)
         finally:
             git.close()
-            files.wipe(root)  # what a sandboxed command left unwritable, too
+            folders.remove(root)  # what a sandboxed command left unwritable, too
 
 
 def check(work: sequence.Work, pack: bytes) -> sequence.Verdict:
@@ -78,7 +78,7 @@ def check(work: sequence.Work, pack: bytes) -> sequence.Verdict:
             return sequence.run(work, git, box, scratch, cache)
         finally:
             git.close()
-            files.wipe(root)
+            folders.remove(root)
 
 
 def checked(rel: str) -> str:
@@ -93,16 +93,13 @@ def taken(folder: Path) -> Files:
     """The regular files below `folder` (none when it is absent); links are not followed."""
     if not folder.is_dir():
         return {}
-    return {
-        path.relative_to(folder).as_posix(): path.read_bytes()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file() and not path.is_symlink()
-    }
+    found = folders.entries(folder, folders.COPY_DEPTH, folders.COPY_ENTRIES, read=True)
+    return {item.rel: item.data or b"" for item in found if item.kind == "file"}
 
 
 def put(folder: Path, found: Files) -> None:
     """Write `found` (as `taken` read it) under `folder`, which is made afresh."""
-    files.wipe(folder)
+    folders.remove(folder)
     folder.mkdir(parents=True)
     for rel, data in found.items():
         path = folder / checked(rel)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from contextlib import suppress
 from dataclasses import dataclass
 
-from harness.base import errors
+from harness.base import errors, folders
 from harness.boundary import proc, registry
 from harness.workers.shim import Envelope, Sandbox, ShimError, fresh_folder
 
@@ -74,7 +75,8 @@ def run_cli(
             )
         return Ran(result.code, (work / "out").read_bytes(), (work / "err").read_bytes())
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        with suppress(OSError):
+            folders.remove(work)
 
 
 def cli_version(program: str, shim_version: str) -> str:

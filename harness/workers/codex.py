@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from harness import __version__
-from harness.base import files, metrics
+from harness.base import files, folders, metrics
 from harness.base.errors import InvalidInput
 from harness.workers import cliprocess, codex_events, prompts, shim
 
@@ -262,7 +262,8 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
         codex_events.check_changes(events, launch, str(box.root))
         text = codex_events.final_text(events, last)
     finally:
-        shutil.rmtree(side, ignore_errors=True)
+        with suppress(OSError):
+            folders.remove(side)
     answer = codex_events.answer_of(text)
     answer["metrics"] = metrics.measured(answer.get("metrics"), codex_events.event_metrics(events))
     answer["prompt"] = prompt

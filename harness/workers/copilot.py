@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import sys
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from harness import __version__
-from harness.base import metrics
+from harness.base import folders, metrics
 from harness.workers import cliprocess, codex_events, opencode, prompts, shim
 
 # copilot's tools by the policy tool each one is.
@@ -115,7 +115,8 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
             answer.get("metrics"), event_metrics(events, read_usage(usage))
         )
     finally:
-        shutil.rmtree(side, ignore_errors=True)
+        with suppress(OSError):
+            folders.remove(side)
     answer["prompt"] = prompt
     return answer
 

@@ -19,13 +19,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from harness.base import ids, scope
+from harness.base import folders, ids, scope
 from harness.boundary import policy
 from harness.workers.envelopes import Envelope as Envelope
 from harness.workers.envelopes import ShimError as ShimError
@@ -112,10 +113,8 @@ class Sandbox:
         return found
 
     def remove(self) -> None:
-        for path in self.root.rglob("*"):
-            if not path.is_symlink():
-                path.chmod(path.stat().st_mode | stat.S_IWUSR)
-        shutil.rmtree(self.root, ignore_errors=True)
+        with suppress(OSError):
+            folders.remove(self.root)
 
 
 def fresh_folder(parent: Path, name: str) -> Path:
@@ -133,9 +132,8 @@ def fresh_folder(parent: Path, name: str) -> Path:
 def _files(source: Path) -> list[str]:
     """The files harness put in the shim's working copy. Not `git ls-files`: the copy has no
     .git, and git would walk up to whatever repository lies above it."""
-    return sorted(
-        p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_symlink() or p.is_file()
-    )
+    found = folders.entries(source, folders.COPY_DEPTH, folders.COPY_ENTRIES)
+    return sorted(item.rel for item in found if item.kind in ("file", "link"))
 
 
 # -- the launch -------------------------------------------------------------------------------

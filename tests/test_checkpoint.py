@@ -5,7 +5,10 @@ demo run signed (deterministic commit ids, replay unchanged, every forgery a fin
 from __future__ import annotations
 
 import base64
+import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,11 +24,12 @@ from harness.record import checkpoint
 from harness.repository import repo
 
 from .builders import FAST
-from .conftest import Sample
+from .conftest import Sample, calc_patch, err, new_file_patch, ok, scripted, subtask
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 OTHER = Ed25519PrivateKey.from_private_bytes(bytes(range(1, 33)))
 HEAD = "ab" * 32
+LOG = "ai/tasks/demo/progress.ndjson"
 
 
 def value(trailer: str) -> str:
@@ -247,12 +251,20 @@ def test_another_key_or_an_unsigned_run_is_a_finding(
 ) -> None:
     code, lines = audit(signed, "--key", str(keys / "other.pub"))
     assert code == 1
-    assert "not by the key given" in lines[0]
+    assert any("not by the key given" in line for line in lines)
+    # Nothing the key given made covers any line: each is a finding, past 20 only counted.
+    assert lines[0] == (
+        "seq 0: no signature covers this line: no commit carries a valid signature by the key"
+    )
+    assert lines[-2:] == [
+        "-: 3 more signature findings not shown",
+        "audit demo: 23 events, 22 findings",
+    ]
     unsigned = run_demo(tmp_path, {})
     head = unsigned.git("rev-parse", "HEAD").strip()
     assert head == "8f1fff8dd94c6ef67c222abad4a6d349ab494ff9"  # signing off changes nothing
     code, lines = audit(unsigned, "--key", str(keys / "key.pub"))
-    assert (code, lines[0]) == (1, f"-: commit {head[:12]} carries no {checkpoint.TRAILER}")
+    assert code == 1 and f"-: commit {head[:12]} carries no {checkpoint.TRAILER}" in lines
     assert audit(unsigned)[0] == 0
 
 
@@ -279,7 +291,8 @@ def test_a_rewritten_record_commit_is_a_finding(signed: Sample, keys: Path) -> N
         )
         code, lines = audit(signed, "--key", str(keys / "key.pub"))
         assert code == 1
-        assert lines[0].endswith("that does not verify over log head " + lines[0][-12:])
+        bad = [x for x in lines if "that does not verify over log head" in x]
+        assert len(bad) == 1 and bad[0].startswith("-: commit ")
     finally:
         signed.git("reset", "-q", "--hard", head)
     assert audit(signed, "--key", str(keys / "key.pub"))[0] == 0  # the twin: as harness made it
@@ -305,3 +318,155 @@ def test_a_bad_signing_key_refuses_the_run_before_it_writes(tmp_path: Path, keys
     ]
     assert made.git("rev-parse", "HEAD") == head
     assert not (root / "ai/tasks/demo/progress.ndjson").exists()
+
+
+# -- a later run's record passed off as signed ---------------------------------------------
+
+
+def two_runs(where: Path, keys: Path, second_signed: bool) -> Path:
+    """S1 signed: T1 lands, T2 blocks, record commit R1. S2 (`resume`, then `run`, signed or
+    not): T2 lands, two more record commits."""
+    s = scripted(where)
+    s.write_plan(
+        [subtask("T1"), subtask("T2", inputs=[], creates=["src/extra.py"], depends_on=["T1"])]
+    )
+    s.write_script([ok("T1", ("src/calc.py", calc_patch())), err("T2", "hard", "cannot do it")])
+    signed_env = {checkpoint.ENV: str(keys / "key.pem")}
+    assert s.cli("run", "demo", env=signed_env).returncode == 1
+    s.write_script([ok("T2", ("src/extra.py", new_file_patch("src/extra.py", ["X = 1"])))])
+    later = signed_env if second_signed else {}
+    assert s.cli("resume", "demo", "--reason", "fixed", env=later).returncode == 0
+    assert s.cli("run", "demo", env=later).returncode == 0
+    return s.root
+
+
+@pytest.fixture(scope="module")
+def half_signed(tmp_path_factory: pytest.TempPathFactory, keys: Path) -> Path:
+    return two_runs(tmp_path_factory.mktemp("half"), keys, second_signed=False)
+
+
+@pytest.fixture(scope="module")
+def all_signed(tmp_path_factory: pytest.TempPathFactory, keys: Path) -> Path:
+    return two_runs(tmp_path_factory.mktemp("all"), keys, second_signed=True)
+
+
+def copied(root: Path, where: Path) -> Sample:
+    shutil.copytree(root, where / "repo", symlinks=True)
+    return Sample(where / "repo", where / "script.json")
+
+
+def first_signed(s: Sample) -> tuple[str, str, str]:
+    """R1, S1's record commit: its id, its Harness-Log-Head line and its signature line."""
+    sha = s.git("log", "--format=%H", "--grep=^Harness-Log-Signature: ", "--reverse").split()[0]
+    message = s.git("log", "-1", "--format=%B", sha).splitlines()
+    head = next(x for x in message if x.startswith("Harness-Log-Head: "))
+    return sha, head, next(x for x in message if x.startswith(checkpoint.TRAILER))
+
+
+def amend_head(s: Sample, head_line: str, signature: str) -> None:
+    """HEAD's message made to carry `head_line` and `signature` in place of its own."""
+    message = s.git("log", "-1", "--format=%B").splitlines()
+    kept = [x for x in message if not x.startswith(("Harness-Log-Head: ", checkpoint.TRAILER))]
+    body = "\n".join([*kept, head_line, signature]).strip() + "\n"
+    s.git("-c", "user.name=h", "-c", "user.email=h@h", "commit", "-q", "--amend", "-m", body)
+
+
+def resign_records(s: Sample, since: str, head_line: str, signature: str, tmp: Path) -> None:
+    """Every record commit after `since` rewritten to carry `head_line` and `signature`, as
+    someone without the key can (the commits after them made again on them)."""
+    script = tmp / "resign.py"
+    script.write_text(
+        "import sys\n"
+        "lines = sys.stdin.read().splitlines()\n"
+        "if lines and lines[0].startswith('harness: record '):\n"
+        "    drop = ('Harness-Log-Head: ', 'Harness-Log-Signature: ')\n"
+        "    lines = [x for x in lines if not x.startswith(drop)]\n"
+        f"    lines += [{head_line!r}, {signature!r}]\n"
+        "print('\\n'.join(lines).strip())\n"
+    )
+    done = subprocess.run(
+        ["git", "filter-branch", "-f", "--msg-filter", f"{sys.executable} {script}", "--",
+         f"{since}..HEAD"],
+        cwd=s.root,
+        env={**os.environ, "FILTER_BRANCH_SQUELCH_WARNING": "1", "GIT_COMMITTER_NAME": "h",
+             "GIT_COMMITTER_EMAIL": "h@h"},
+        capture_output=True,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_run_after_the_signed_one_audits_clean_only_when_signed_too(
+    half_signed: Path, all_signed: Path, keys: Path, tmp_path: Path
+) -> None:
+    twin = copied(all_signed, tmp_path / "all")
+    assert audit(twin, "--key", str(keys / "key.pub"))[0] == 0
+    half = copied(half_signed, tmp_path / "half")
+    code, lines = audit(half, "--key", str(keys / "key.pub"))
+    assert code == 1 and f"carries no {checkpoint.TRAILER}" in "\n".join(lines)
+
+
+def test_a_later_record_commit_carrying_an_earlier_signature_is_a_finding(
+    half_signed: Path, all_signed: Path, keys: Path, tmp_path: Path
+) -> None:
+    """S2's record commit amended to carry R1's head and signature: each line S2 wrote comes
+    after the newest signed head, and nothing signs it."""
+    s = copied(half_signed, tmp_path / "half")
+    _, head, signature = first_signed(s)
+    signed_lines = s.git("show", f"{first_signed(s)[0]}:{LOG}").count("\n")
+    total = (s.root / LOG).read_text().count("\n")
+    amend_head(s, head, signature)
+    code, lines = audit(s, "--key", str(keys / "key.pub"))
+    assert code == 1
+    unsigned = [x for x in lines if "after log head" in x]
+    assert [x.split(":")[0] for x in unsigned] == [f"seq {i}" for i in range(signed_lines, total)]
+    # The twin: the same amend of a record commit to what it already says changes nothing.
+    twin = copied(all_signed, tmp_path / "all")
+    message = twin.git("log", "-1", "--format=%B").splitlines()
+    amend_head(
+        twin,
+        next(x for x in message if x.startswith("Harness-Log-Head: ")),
+        next(x for x in message if x.startswith(checkpoint.TRAILER)),
+    )
+    assert audit(twin, "--key", str(keys / "key.pub")) == (
+        0,
+        [f"audit demo: {total} events, clean"],
+    )
+
+
+def test_a_harness_commit_left_on_head_when_the_log_is_cut_back_is_a_finding(
+    half_signed: Path, keys: Path, tmp_path: Path
+) -> None:
+    """The log and exchanges cut back to R1's and R1's signature copied onto the newest
+    record commit, S2's subtask commit left on HEAD: no line names that commit."""
+    s = copied(half_signed, tmp_path / "half")
+    r1, head, signature = first_signed(s)
+    s.git("rm", "-rq", "ai/tasks/demo", "ai/exchanges/demo")
+    s.git("checkout", r1, "--", "ai/tasks/demo", "ai/exchanges/demo")
+    s.git("add", "-A", "ai")
+    s.git("-c", "user.name=h", "-c", "user.email=h@h", "commit", "-q", "--amend", "--no-edit")
+    resign_records(s, r1, head, signature, tmp_path)
+    t2 = s.git("log", "-1", "--format=%H", "--grep=^Harness-Subtask: T2").strip()
+    code, lines = audit(s, "--key", str(keys / "key.pub"))
+    assert code == 1
+    assert any(f"commit {t2[:12]}" in x and "no line of the log names it" in x for x in lines), (
+        lines
+    )
+
+
+def test_audit_refuses_a_public_key_inside_the_repository(
+    signed: Sample, keys: Path, tmp_path: Path
+) -> None:
+    """A pull request can commit a key of its own: the key that judges the record must come
+    from the person checking it, never from the record."""
+    s = copied(signed.root, tmp_path)
+    inside = s.root / "ai" / "key.pub"
+    shutil.copy(keys / "key.pub", inside)
+    link = tmp_path / "link.pub"
+    link.symlink_to(inside)
+    for named in (inside, link, s.root / "src" / ".." / "ai" / "key.pub"):
+        res = s.cli("audit", "demo", "--key", str(named))
+        assert res.returncode == 2, res.stdout
+        assert len(res.stderr.splitlines()) == 1 and "inside the repository" in res.stderr
+    # The twin: the same key, from outside.
+    assert audit(s, "--key", str(keys / "key.pub"))[0] == 0

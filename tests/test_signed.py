@@ -479,3 +479,22 @@ def test_only_signing_and_verifying_import_the_sign_extra(
         assert not {m.partition(".")[0] for m in loaded(*args, *repo)} & extra, args
     signing_run = loaded("attest", "demo", "--sign", str(keys / "key"), "-o", out, *repo)
     assert extra <= {m.partition(".")[0] for m in signing_run}
+
+
+def test_verify_refuses_a_key_inside_the_repository(
+    ran: Sample, keys: Path, envelope: dict[str, Any], tmp_path: Path
+) -> None:
+    """A pull request may commit a key (or an allowed signers file) of its own beside the
+    record it forged: the key that checks comes from outside, as the one that signs does."""
+    copy = copy_of(ran, tmp_path)
+    path = written(tmp_path, envelope)
+    for name in ("key.pub", "pub.pem"):
+        inside = copy.root / "ai" / name
+        shutil.copy(keys / name, inside)
+        res = copy.cli("attest", "demo", "--verify", str(path), "--key", str(inside))
+        assert res.returncode == 2, res.stdout
+        assert res.stderr == (
+            f"harness: {inside}: inside the repository; whoever writes the record could have "
+            "put it there: give the key you trust from outside\n"
+        )
+        assert verify(copy, path, keys / name)[0] == 0  # the twin: the same key, outside

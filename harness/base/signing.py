@@ -40,18 +40,21 @@ def keyid(public: Ed25519PublicKey) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def read_key(root: Path, path: Path, label: str) -> bytes:
+# Why a key inside the repository is refused: a signing key there is within a worker's and
+# the record's reach; a key that checks a record there is one the record's author chose.
+SIGNING = "keep signing keys outside it, where no worker and no record can reach them"
+CHECKING = "whoever writes the record could have put it there: give the key you trust from outside"
+
+
+def read_key(root: Path, path: Path, label: str, why: str = SIGNING) -> bytes:
     """The bytes of a key file that lies outside the repository at `root`, whichever way it
     is named: nothing under the root (a worker's copy, the record) may ever hold a key, so a
-    key there, or a link to one there, is refused before it is read."""
+    key there, or a link to one there, is refused before it is read, saying `why`."""
     top = root.resolve()
     named = Path(os.path.abspath(path))  # `..` taken away as written; links, next line
     real = named.resolve()
     if named.is_relative_to(top) or real.is_relative_to(top):
-        raise InvalidInput(
-            f"{label}: inside the repository; keep signing keys outside it, where no worker "
-            "and no record can reach them"
-        )
+        raise InvalidInput(f"{label}: inside the repository; {why}")
     data = files.read_regular(real, label, limit=KEY_LIMIT)
     if data is None:
         raise InvalidInput(f"{label}: file not found")
@@ -145,12 +148,10 @@ def envelope(payload: bytes, signatures: list[tuple[str, bytes]]) -> dict[str, A
     }
 
 
-def load_public(path: Path) -> Ed25519PublicKey:
-    """The Ed25519 public key in the file at `path` (PEM or an OpenSSH line)."""
-    data = files.read_regular(path.resolve(), str(path), limit=KEY_LIMIT)
-    if data is None:
-        raise InvalidInput(f"{path}: file not found")
-    return public_key(data, str(path))
+def load_public(root: Path, path: Path) -> Ed25519PublicKey:
+    """The Ed25519 public key in the file at `path` (PEM or an OpenSSH line), which must lie
+    outside the repository at `root` whose record it checks."""
+    return public_key(read_key(root, path, str(path), CHECKING), str(path))
 
 
 def sshsig(key: Ed25519PrivateKey, namespace: str, message: bytes) -> str:

@@ -25,11 +25,12 @@ import ijson
 
 from harness.base import files, schemas, scope
 from harness.base.errors import InvalidInput
+from harness.readers import audit_record
 from harness.readers.audit_commits import Commits
 from harness.readers.audit_exchanges import ExchangeAudit
 from harness.readers.audit_tokens import TokenAudit
 from harness.readers.findings import Finding, Findings
-from harness.record import checkpoint, progress, protocol
+from harness.record import progress, protocol
 from harness.record.protocol import short
 from harness.repository import repo
 from harness.repository.layout import Layout
@@ -118,6 +119,7 @@ class _Audit:
         self.landing: dict[str, int] = {}
         self.model = protocol.Model()
         self.events = 0
+        self.named: set[str] = set()  # the commits the log's lines applied
 
     def run(self) -> Report:
         try:
@@ -130,7 +132,7 @@ class _Audit:
             head: str | None = self.git.head()
         except InvalidInput:
             head = None
-        anchor, recorded = self.anchor(head)
+        anchor, commits = self.anchor(head)
         with ExitStack() as stack:
             diff = untracked = blobs = None
             if anchor is not None:
@@ -142,15 +144,9 @@ class _Audit:
             self.read_plan()
             self.read_inputs()
             self.write_tokens.read()
-            # Every commit of the task names a line of the log, not only the last one: a log
-            # cut and then appended to by a later run is still caught.
-            for log_head in sorted(recorded.keys() - self.read_log(recorded.keys())):
-                self.add(
-                    "record",
-                    None,
-                    f"log head {short(log_head)} recorded by commit {short(recorded[log_head])} "
-                    "is no line of the log: it was truncated or rewritten",
-                )
+            log = self.read_log(audit_record.heads(commits))
+            for found in audit_record.judge(self.task_id, log, commits, self.key):
+                self.add(found.kind, found.seq, found.reason)
             if diff is not None and untracked is not None and blobs is not None:
                 dirty = self.differences(str(anchor), diff, "differs from")
                 dirty |= self.differences(str(anchor), untracked, "is not in")
@@ -162,29 +158,22 @@ class _Audit:
 
     # -- the last harness commit -------------------------------------------------------------
 
-    def anchor(self, head: str | None) -> tuple[str | None, dict[str, str]]:
-        """The latest commit on HEAD carrying `Harness-Task: <task>`, and the log heads that
-        must be lines of the log, each with the commit naming it: that commit's and every
-        record commit's (one per command; a subtask commit's head is held to the line that
-        names the commit, in check_commit)."""
+    def anchor(self, head: str | None) -> tuple[str | None, list[audit_record.Commit]]:
+        """The latest commit on HEAD carrying `Harness-Task: <task>`, and every such commit,
+        newest first, with its Harness trailers (each is held to the log: audit_record)."""
         if head is None:
             if self.layout.log(self.task_id).exists():
                 self.add("record", None, "the repository has no commits")
-            return None, {}
-        last = self.git.last_task_commit(self.task_id, head)
-        if last is None:
+            return None, []
+        commits: list[audit_record.Commit] = list(self.git.task_commits(self.task_id, head))
+        if not commits:
             if self.layout.log(self.task_id).exists():  # a task never run has no record yet
                 self.add("record", None, f"no commit on HEAD carries Harness-Task: {self.task_id}")
-            return None, {}
-        sha, found = last
-        if "Harness-Log-Head" not in found:
+            return None, []
+        sha, found = commits[0]
+        if audit_record.HEAD not in found:
             self.add("record", None, f"commit {short(sha)} carries no Harness-Log-Head")
-        records = self.git.task_commits(self.task_id, head, records=True)
-        named = [*reversed(records), last]
-        if self.key is not None:
-            for line in checkpoint.audit(named, sha, self.key, self.task_id):
-                self.add("record", None, line)
-        return sha, {t["Harness-Log-Head"]: c for c, t in named if "Harness-Log-Head" in t}
+        return sha, commits
 
     def differences(self, anchor: str, spool: repo.Spool, how: str) -> set[str]:
         """Report the files git listed as differing from the last harness commit; return
@@ -275,28 +264,29 @@ class _Audit:
 
     # -- the log -----------------------------------------------------------------------------
 
-    def read_log(self, heads: Collection[str]) -> set[str]:
-        """Check every line; return those of `heads` (recorded log heads) that are lines."""
+    def read_log(self, heads: Collection[str]) -> audit_record.Log:
+        """Check every line; return what audit_record judges of the log: its length, where
+        each of `heads` (recorded log heads) is, the commits its lines applied."""
         try:
             found = files.open_regular(
                 self.layout.log(self.task_id), f"{self.tasks_dir}/progress.ndjson", self.layout.root
             )
         except InvalidInput as exc:
             self.add("line", None, str(exc))
-            return set()
+            return audit_record.Log(0, {}, self.named)
         if found is None:
-            return set()
+            return audit_record.Log(0, {}, self.named)
         model = self.model = protocol.Model(None if self.plan is None else _Needs(self.plan))
         add, index = self.add, -1
-        anchored: set[str] = set()
+        at: dict[str, int] = {}
         with found as fh:
             for line in progress.read(files.lines(fh), self.task_id, model):
                 index = line.index
                 if line.digest in heads:
-                    anchored.add(line.digest)
+                    at[line.digest] = index
                 for problem in line.problems:
-                    at = index if problem.at is None else problem.at
-                    add(problem.kind, at, problem.reason)
+                    at_seq = index if problem.at is None else problem.at
+                    add(problem.kind, at_seq, problem.reason)
                 if line.event is not None:
                     self.records(index, line.event)
         self.events = index + 1
@@ -306,7 +296,7 @@ class _Audit:
                 model.invoked_at(att),
                 f"call {short(att.call_id)} of {step} has no outcome",
             )
-        return anchored
+        return audit_record.Log(self.events, at, self.named)
 
     def records(self, i: int, ev: _Event) -> None:
         """What the order does not say: each commit and token an event names, checked."""
@@ -379,6 +369,8 @@ class _Audit:
     def applied(self, i: int, ev: _Event, step: str, d: dict[str, Any]) -> None:
         call, commit, token = d.get("call_id"), d.get("commit"), d.get("token")
         self.commits.check(i, ev, step, call, commit)
+        if isinstance(commit, str):
+            self.named.add(commit)
         invoked = self.model.attempt(step).invoked
         expected = None if invoked is None else invoked.get("details", _NO_DETAILS).get("token")
         if token != expected:

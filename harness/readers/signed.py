@@ -1,6 +1,7 @@
 """`harness attest --sign` and `--verify`: a task's Statement signed into a DSSE envelope,
-and an envelope checked against a key and against the repository as it is now (a signing
-key is read only from outside the repository: signing.read_key).
+and an envelope checked against a key and against the repository as it is now (a key,
+the one that signs or the one that checks, is read only from outside the repository:
+signing.read_key).
 """
 
 from __future__ import annotations
@@ -51,9 +52,7 @@ def verify(layout: Layout, task_id: str, envelope_path: Path, key_path: Path) ->
     if raw is None:
         raise InvalidInput(f"{label}: file not found")
     envelope = signing.read(raw, label)
-    key_raw = files.read_regular(key_path.resolve(), str(key_path))
-    if key_raw is None:
-        raise InvalidInput(f"{key_path}: file not found")
+    key_raw = signing.read_key(layout.root, key_path, str(key_path), signing.CHECKING)
     if b"PRIVATE KEY-----" in key_raw:
         raise InvalidInput(f"{key_path}: a private key; --key takes the public one")
     if envelope.payload_type != signing.IN_TOTO:

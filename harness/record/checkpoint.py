@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,7 +96,10 @@ def check(value: str | None, public: Ed25519PublicKey, task_id: str, head: str) 
 
 
 def audit(
-    commits: list[tuple[str, dict[str, str]]], newest: str, public: Ed25519PublicKey, task_id: str
+    commits: Sequence[tuple[str, Mapping[str, str]]],
+    newest: str,
+    public: Ed25519PublicKey,
+    task_id: str,
 ) -> list[str]:
     """What is wrong with the signatures of a task's commits (`commits`, with their Harness
     trailers; `newest` the task's newest): the newest must carry one by `public` over its log

@@ -21,7 +21,7 @@ def audit(args: argparse.Namespace) -> int:
             from harness.base import signing
         except ModuleNotFoundError as exc:
             raise extras.missing(exc, "sign", "audit --key") from None
-        key = signing.load_public(Path(args.key))
+        key = signing.load_public(layout.root, Path(args.key))
     found = auditing.audit(layout, task_id, key)
     if args.json:
         sys.stdout.buffer.write(files.dumps(found.doc()) + b"\n")

@@ -8,13 +8,13 @@ problem, where here every problem is a finding and the audit goes on.
 git does its share in bulk and in parallel, started before the log is read: the diff
 against the last harness commit and the untracked files, the exchange files' contents
 (audit_exchanges), and the task's subtask commits, oldest first, read in step with the log
-that names them in the same order (audit_commits). The plan is read one subtask at a time
-(planstream); the write tokens the log names are checked in audit_tokens.
+that names them in the same order (audit_commits). What the commits must say of the log,
+and with a key what its signatures cover, is audit_record's to judge. The plan is read one
+subtask at a time (planstream); the write tokens the log names are checked in audit_tokens.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import ExitStack
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import ijson
 
-from harness.base import files, schemas, scope
+from harness.base import files, ids, schemas, scope
 from harness.base.errors import InvalidInput
 from harness.readers import audit_record
 from harness.readers.audit_commits import Commits
@@ -42,7 +42,6 @@ if TYPE_CHECKING:  # the `sign` extra's key type, imported by `audit --key` alon
 _Event = dict[str, Any]
 _Planned = tuple[tuple[str, ...], tuple[str, ...]]  # a subtask's scope's globs, its depends_on
 _NO_DETAILS: dict[str, Any] = {}
-_SHA = re.compile(r"[0-9a-f]{40}\Z")  # a link names a commit by its id, never by a ref
 
 
 @dataclass
@@ -105,7 +104,10 @@ class _Audit:
         self.found = Findings()
         self.add = self.found.add
         self.git = repo.Repo(layout.root)
-        self.commits = Commits(self.git, task_id, self.found)
+        self.commits = Commits(self.git, task_id)
+        self.applied_commits = audit_record.Applied(
+            self.commits.listing(), self.commits.elsewhere, self.add
+        )
         self.exchanges = ExchangeAudit(layout, task_id, self.git, self.found)
         self.tasks_dir = layout.rel(layout.task_dir(task_id))
         # Subtask id -> (the globs its token must cover, its depends_on); None when the plan
@@ -119,7 +121,6 @@ class _Audit:
         self.landing: dict[str, int] = {}
         self.model = protocol.Model()
         self.events = 0
-        self.named: set[str] = set()  # the commits the log's lines applied
 
     def run(self) -> Report:
         try:
@@ -132,7 +133,7 @@ class _Audit:
             head: str | None = self.git.head()
         except InvalidInput:
             head = None
-        anchor, commits = self.anchor(head)
+        anchor, records = self.anchor(head)
         with ExitStack() as stack:
             diff = untracked = blobs = None
             if anchor is not None:
@@ -144,9 +145,11 @@ class _Audit:
             self.read_plan()
             self.read_inputs()
             self.write_tokens.read()
-            log = self.read_log(audit_record.heads(commits))
-            for found in audit_record.judge(self.task_id, log, commits, self.key):
-                self.add(found.kind, found.seq, found.reason)
+            log = self.read_log(audit_record.heads(records))
+            for reason in self.applied_commits.unnamed():
+                self.add("commit", None, reason)
+            for kind, seq, reason in audit_record.judge(self.task_id, log, records, self.key):
+                self.add(kind, seq, reason)
             if diff is not None and untracked is not None and blobs is not None:
                 dirty = self.differences(str(anchor), diff, "differs from")
                 dirty |= self.differences(str(anchor), untracked, "is not in")
@@ -159,21 +162,23 @@ class _Audit:
     # -- the last harness commit -------------------------------------------------------------
 
     def anchor(self, head: str | None) -> tuple[str | None, list[audit_record.Commit]]:
-        """The latest commit on HEAD carrying `Harness-Task: <task>`, and every such commit,
-        newest first, with its Harness trailers (each is held to the log: audit_record)."""
+        """The latest commit on HEAD carrying `Harness-Task: <task>`, and it with every
+        record commit of the task (one per command), newest first: the commits audit_record
+        holds to the log by their heads (a subtask commit is held to the line naming it)."""
         if head is None:
             if self.layout.log(self.task_id).exists():
                 self.add("record", None, "the repository has no commits")
             return None, []
-        commits: list[audit_record.Commit] = list(self.git.task_commits(self.task_id, head))
-        if not commits:
+        last = self.git.last_task_commit(self.task_id, head)
+        if last is None:
             if self.layout.log(self.task_id).exists():  # a task never run has no record yet
                 self.add("record", None, f"no commit on HEAD carries Harness-Task: {self.task_id}")
             return None, []
-        sha, found = commits[0]
+        sha, found = last
         if audit_record.HEAD not in found:
             self.add("record", None, f"commit {short(sha)} carries no Harness-Log-Head")
-        return sha, commits
+        records = self.git.task_commits(self.task_id, head, records=True)
+        return sha, [last, *(c for c in records if c[0] != sha)]
 
     def differences(self, anchor: str, spool: repo.Spool, how: str) -> set[str]:
         """Report the files git listed as differing from the last harness commit; return
@@ -265,17 +270,17 @@ class _Audit:
     # -- the log -----------------------------------------------------------------------------
 
     def read_log(self, heads: Collection[str]) -> audit_record.Log:
-        """Check every line; return what audit_record judges of the log: its length, where
-        each of `heads` (recorded log heads) is, the commits its lines applied."""
+        """Check every line; return what audit_record judges of the log: its length, and
+        where each of `heads` (recorded log heads) is."""
         try:
             found = files.open_regular(
                 self.layout.log(self.task_id), f"{self.tasks_dir}/progress.ndjson", self.layout.root
             )
         except InvalidInput as exc:
             self.add("line", None, str(exc))
-            return audit_record.Log(0, {}, self.named)
+            return audit_record.Log(0, {})
         if found is None:
-            return audit_record.Log(0, {}, self.named)
+            return audit_record.Log(0, {})
         model = self.model = protocol.Model(None if self.plan is None else _Needs(self.plan))
         add, index = self.add, -1
         at: dict[str, int] = {}
@@ -296,7 +301,7 @@ class _Audit:
                 model.invoked_at(att),
                 f"call {short(att.call_id)} of {step} has no outcome",
             )
-        return audit_record.Log(self.events, at, self.named)
+        return audit_record.Log(self.events, at)
 
     def records(self, i: int, ev: _Event) -> None:
         """What the order does not say: each commit and token an event names, checked."""
@@ -344,7 +349,10 @@ class _Audit:
         """A nested plan's end names a record commit of that task on this branch, whose copy
         of the task's log ends with the line it names (task_completed, if it completed)."""
         task_id, commit, log_head = d.get("plan"), d.get("commit"), d.get("log_head")
-        if not isinstance(task_id, str) or not isinstance(commit, str) or not _SHA.match(commit):
+        # A link names a commit by its id, never by a ref.
+        if not (isinstance(task_id, str) and isinstance(commit, str)) or not ids.whole(
+            ids.COMMIT, commit
+        ):
             self.add("record", i, f"{name} names no nested task and commit id")
             return
         if not (self.git.exists(commit) and self.git.is_ancestor(commit, "HEAD")):
@@ -368,9 +376,16 @@ class _Audit:
 
     def applied(self, i: int, ev: _Event, step: str, d: dict[str, Any]) -> None:
         call, commit, token = d.get("call_id"), d.get("commit"), d.get("token")
-        self.commits.check(i, ev, step, call, commit)
-        if isinstance(commit, str):
-            self.named.add(commit)
+        if isinstance(commit, str) and ids.whole(ids.COMMIT, commit):
+            wanted = {
+                "Harness-Task": self.task_id,
+                "Harness-Subtask": step,
+                "Harness-Call-Id": call,
+                "Harness-Log-Head": ev["prev"],
+            }
+            self.applied_commits.check(i, commit, wanted)
+        else:
+            self.add("commit", i, f"details.commit {commit!r} is not a commit id")
         invoked = self.model.attempt(step).invoked
         expected = None if invoked is None else invoked.get("details", _NO_DETAILS).get("token")
         if token != expected:

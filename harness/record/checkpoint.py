@@ -101,16 +101,19 @@ def audit(
     public: Ed25519PublicKey,
     task_id: str,
 ) -> list[str]:
-    """What is wrong with the signatures of a task's commits (`commits`, with their Harness
-    trailers; `newest` the task's newest): the newest must carry one by `public` over its log
-    head, which the hash chain makes cover every line before; any other that carries one
-    (signing may start mid-task) must verify too. One "commit X: why" line each."""
-    found = []
+    """What is wrong with the signatures of a task's record commits (`commits`, oldest
+    first, with their Harness trailers; `newest` the task's newest commit): the newest must
+    carry one by `public` over its log head, which the hash chain makes cover every line
+    before; any other that carries one must verify too; and once one has, every later one
+    must (signing may start mid-task, never stop: a record commit left unsigned between two
+    signed ones says what no key vouched for). One "commit X: why" line each."""
+    found, started = [], False
     for sha, trailers in dict(commits).items():
         value = trailers.get(TRAILER)
-        if value is None and sha != newest:
+        if value is None and sha != newest and not started:
             continue
         why = check(value, public, task_id, trailers.get("Harness-Log-Head", ""))
         if why is not None:
             found.append(f"commit {sha[:12]} {why}")
+        started = True
     return found

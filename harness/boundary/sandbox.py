@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -97,7 +97,7 @@ class Box:
     hide: tuple[Path, ...] = ()  # host trees no toolchain bind may expose
     binds: tuple[tuple[Path, Path], ...] = ()  # (host, inside), read-only: an agent CLI's install
     programs: tuple[tuple[str, Path], ...] = ()  # linked from BIN: the CLI and its runtime
-    limits: Limits = Limits()  # what its command may consume, held by init (pidone.py)
+    limits: Limits = field(default_factory=Limits)  # what its command may consume (pidone.py)
 
     def inside(self, path: Path) -> Path:
         """Where a host path under `work` or `home` is seen from inside."""

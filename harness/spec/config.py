@@ -146,6 +146,7 @@ def load(path: Path, raw: bytes | None = None) -> Config:
             raise InvalidInput(f"ai/harness.toml: $.{key}: {named!r} is no path inside the copy")
     defaults = data.get("defaults", {})
     limits = data.get("limits", {})
+    sandbox = data.get("sandbox", {})
     timeouts = defaults.get("timeouts", {"soft_s": 600, "hard_s": 900})
     if timeouts["soft_s"] > timeouts["hard_s"]:
         raise InvalidInput("ai/harness.toml: $.defaults.timeouts: soft_s exceeds hard_s")
@@ -163,9 +164,9 @@ def load(path: Path, raw: bytes | None = None) -> Config:
         max_files=int(limits.get("max_files", 100)),
         max_output_bytes=int(limits.get("max_output_bytes", 8_000_000)),
         max_artifact_bytes=int(limits.get("max_artifact_bytes", 1_000_000)),
-        sandbox=data.get("sandbox", {}).get("mode", "bwrap"),
+        sandbox=sandbox.get("mode", "bwrap"),
         sandbox_limits=Limits().merged(
-            limits_mod.parse(data.get("sandbox", {}).get("limits", {}), "ai/harness.toml: $.sandbox.limits")
+            limits_mod.parse(sandbox.get("limits", {}), "ai/harness.toml: $.sandbox.limits")
         ),
         limits=dict(data.get("budgets", {})),
         prices=dict(data.get("prices", {})),

@@ -101,5 +101,6 @@ def message(name: str, limits: Limits, agent: str | None = None) -> str:
     what = WHAT[name].format(shown(name, getattr(limits, name)))
     setting = f"[sandbox.limits] {name} in ai/harness.toml"
     if agent is not None:
-        setting = f'"limits": {{"{name}": …}} of agent {agent} in ai/agents/registry.json, or {setting}'
+        entry = f'"limits": {{"{name}": …}} of agent {agent} in ai/agents/registry.json'
+        setting = f"{entry}, or {setting}"
     return f"over its limit of {what} (raise it with {setting})"

@@ -44,14 +44,34 @@ def test_a_few_thousand_processes_are_ended_and_a_few_hundred_run(
 HOLD = "import time\nb = bytearray({n} << 20)\nb[::4096] = b'x' * len(b[::4096])\ntime.sleep(1)\nprint('held', {n})\n"  # noqa: E501
 
 
-@pytest.mark.parametrize(("mib", "over"), [(3072, "memory"), (256, None)])
+# A process init may not read the smaps of: its memory counts all the same.
+UNDUMPABLE = "import ctypes\nctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"
+
+
+@pytest.mark.parametrize(
+    ("mib", "over", "hide"),
+    [(3072, "memory", False), (3072, "memory", True), (256, None, False)],
+    ids=["3GiB", "3GiB-undumpable", "256MiB"],
+)
 def test_gigabytes_of_memory_are_ended_and_a_few_hundred_megabytes_held(
-    box: sandbox.Box, mib: int, over: str | None
+    box: sandbox.Box, mib: int, over: str | None, hide: bool
 ) -> None:
-    (box.work / "hold.py").write_text(HOLD.format(n=mib))
+    (box.work / "hold.py").write_text((UNDUMPABLE if hide else "") + HOLD.format(n=mib))
     res, out = sh(box, 'exec "$HARNESS_PYTHON" -I hold.py', memory=GIB)
     assert res.over == over
     assert (res.code, out) == ((-9, "") if over else (0, f"held {mib}\n"))
+
+
+# Holds 600 MiB, then forks into sixteen processes that keep it: sixteen times 600 MiB
+# resident, 600 MiB in memory.
+SHARED = "import os, time\nb = bytearray(600 << 20)\nb[::4096] = b'x' * len(b[::4096])\nfor _ in range(4):\n    os.fork()\ntime.sleep(1)\nprint('shared')\n"  # noqa: E501
+
+
+def test_memory_forked_processes_share_counts_once(box: sandbox.Box) -> None:
+    (box.work / "shared.py").write_text(SHARED)
+    res, out = sh(box, 'exec "$HARNESS_PYTHON" -I shared.py', memory=GIB)
+    assert (res.code, res.over) == (0, None)
+    assert out == "shared\n" * 16
 
 
 @pytest.mark.parametrize(

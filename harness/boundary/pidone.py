@@ -23,10 +23,10 @@ from harness.spec.limits import Limits
 # Limits: file size, CPU time and processes are the kernel's (RLIMIT_FSIZE, RLIMIT_CPU,
 # RLIMIT_NPROC — the last counted per user namespace, so per sandbox, but not applied when
 # harness runs as root). Init samples the rest, and processes again, every 100 ms: the
-# tasks and the resident memory (anonymous and shared) of every process in its PID
-# namespace, whether /tmp or /dev/shm is full, and how far the free space of the disks of
-# the copy and home has fallen since the start. Over one, it kills everything and reports
-# which.
+# tasks and the resident memory (anonymous and shared, each page shared by forked processes
+# counted once) of every process in its PID namespace, whether /tmp or /dev/shm is full,
+# and how far the free space of the disks of the copy and home has fallen since the start.
+# Over one, it kills everything and reports which.
 INIT = r"""
 import os, sys, _signal
 fd = int(sys.argv[1]); spec = sys.argv[2]; held = sys.argv[3]
@@ -80,25 +80,32 @@ def full():
     if any(start - free(path) > disk for path, start in started):
         return "disk"
     return ""
-def sample():
-    count = held_kb = 0
-    for name in os.listdir("/proc") if tasks or memory else ():
-        if not name.isdigit():
-            continue
+def held(name):
+    # Proportional: a page that forked processes share counts once among them. A process
+    # whose smaps init may not read (one that made itself undumpable) counts whole.
+    for path, keys in ((f"/proc/{name}/smaps_rollup", (b"Pss_Anon", b"Pss_Shmem")),
+                       (f"/proc/{name}/status", (b"RssAnon", b"RssShmem"))):
         try:
-            with open(f"/proc/{name}/status", "rb") as fh:
+            with open(path, "rb") as fh:
                 lines = fh.read().split(b"\n")
         except OSError:
             continue
-        for line in lines:
-            key, _, value = line.partition(b":")
-            if key == b"Threads":
-                count += int(value)
-            elif key in (b"RssAnon", b"RssShmem"):
-                held_kb += int(value.split()[0])
+        kb = [int(v.split()[0]) for k, _, v in (l.partition(b":") for l in lines) if k in keys]
+        if kb:
+            return sum(kb)
+    return 0
+def sample():
+    names = [n for n in os.listdir("/proc") if n.isdigit()] if tasks or memory else []
+    count = 0
+    for name in names if tasks else ():
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                count += int(fh.read().rpartition(b")")[2].split()[17])
+        except (OSError, ValueError, IndexError):
+            continue
     if tasks and count >= tasks:
         return "processes"
-    if memory and held_kb * 1024 > memory:
+    if memory and sum(held(name) for name in names) * 1024 > memory:
         return "memory"
     return full()
 def reap():

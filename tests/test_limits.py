@@ -3,12 +3,14 @@ one fails with."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.base.errors import InvalidInput
-from harness.spec import limits
+from harness.spec import config, limits
 from harness.spec.limits import GIB, MIB, Limits
 
 WHERE = "ai/harness.toml: $.sandbox.limits"
@@ -83,3 +85,17 @@ def test_the_line_names_the_limit_and_the_setting_that_raises_it() -> None:
     assert "it had 300 processes and threads at once" in line
     assert '"limits": {"processes": …} of agent claude in ai/agents/registry.json' in line
     assert "[sandbox.limits] processes in ai/harness.toml" in line
+
+
+def test_the_config_reads_its_limits_and_a_records_are_held_to_the_defaults(
+    tmp_path: Path,
+) -> None:
+    toml = tmp_path / "ai" / "harness.toml"
+    toml.parent.mkdir()
+    toml.write_text('[sandbox.limits]\nmemory = "32GiB"\nprocesses = 100\ntmp = "unlimited"\n')
+    read = config.load(toml).sandbox_limits
+    assert read == Limits(memory=32 * GIB, processes=100, tmp=None)
+    # A record's config is anyone's (replay --verify): it may lower a limit, never raise one.
+    assert config.load(toml).boxed().sandbox_limits == Limits(processes=100)
+    toml.write_text("[sandbox]\nmode = 'bwrap'\n")
+    assert config.load(toml).sandbox_limits == Limits()

@@ -114,6 +114,8 @@ class Config:
     def loosened(self) -> list[str]:
         """How this config opens the boundary, in words: [] when it does not."""
         found = [] if self.contained else ["sandbox off"]
+        if self.sandbox_limits != self.sandbox_limits.within(Limits()):
+            found.append("limits above the defaults")
         return found + ([] if self.verify.isolate_network else ["network for checks"])
 
 

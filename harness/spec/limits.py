@@ -12,7 +12,8 @@ from harness.base.errors import InvalidInput
 
 KIB, MIB, GIB, TIB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 UNITS = {"": 1, "B": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB, "TiB": TIB}
-SIZE = re.compile(r"(\d{1,15})\s*(B|KiB|MiB|GiB|TiB)?")
+SIZE = re.compile(r"(\d{1,19})\s*(B|KiB|MiB|GiB|TiB)?")
+MOST = 1 << 62  # far past any machine, and within what setrlimit takes
 UNLIMITED = "unlimited"
 
 
@@ -69,14 +70,13 @@ def parse(table: Mapping[str, object], where: str) -> dict[str, int | None]:
 def _value(name: str, value: object, where: str) -> int | None:
     if value == UNLIMITED:
         return None
+    number = value
     if isinstance(value, str) and name in SIZES:
         matched = SIZE.fullmatch(value.strip())
         if matched is not None:
             number = int(matched.group(1)) * UNITS[matched.group(2) or ""]
-            if number > 0:
-                return number
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 62:
-        return value
+    if isinstance(number, int) and not isinstance(number, bool) and 0 < number < MOST:
+        return number
     form = 'bytes, as a number or "512MiB", "8GiB"' if name in SIZES else "a whole number"
     raise InvalidInput(f"{where}: {value!r} is no limit: {form} above 0, or {UNLIMITED!r}")
 

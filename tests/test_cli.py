@@ -368,6 +368,31 @@ BAD_FILES = [
         "ai/tasks/demo/plan.json: a string holds a NUL character: 'cmd: make \\x00'",
     ),
     (
+        "toml-limit-unit",
+        "ai/harness.toml",
+        '[sandbox.limits]\nmemory = "8GB"\n',
+        "ai/harness.toml: $.sandbox.limits.memory: '8GB' is no limit: bytes, as a number or",
+    ),
+    (
+        "toml-limit-zero",
+        "ai/harness.toml",
+        "[sandbox.limits]\nprocesses = 0\n",
+        "ai/harness.toml: $.sandbox.limits.processes: 0 is no limit: a whole number above 0",
+    ),
+    (
+        "toml-limit-schema",
+        "ai/harness.toml",
+        "[sandbox.limits]\nram = 1\n",
+        "ai/harness.toml: $.sandbox.limits: Additional properties are not allowed ('ram'",
+    ),
+    (
+        "registry-limit",
+        "ai/agents/registry.json",
+        '{"agents": [{"id": "a", "cmd": "x", "version": "1", "capabilities": [], '
+        '"limits": {"tmp": "lots"}}]}',
+        "ai/agents/registry.json: agent a: limits.tmp: 'lots' is no limit",
+    ),
+    (
         "tokens-no-instant",
         "ai/agents/write_tokens.json",
         '{"tokens": [{"id": "W1", "paths": ["**"], "expires": "2026-02-30T00:00:00Z", '

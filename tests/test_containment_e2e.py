@@ -90,11 +90,15 @@ def toml(value: Any) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def configure(world: World, *, contained: bool = True, **verify: Any) -> None:
-    """ai/harness.toml with exactly the given [verify] keys."""
+def configure(
+    world: World, *, contained: bool = True, limits: dict[str, Any] | None = None, **verify: Any
+) -> None:
+    """ai/harness.toml with exactly the given [verify] keys (and [sandbox.limits])."""
     lines = ["[identity]", 'name = "harness"', f'email = "{WHO}"']
     if not contained:
         lines += ["[sandbox]", 'mode = "off"']
+    if limits:
+        lines += ["[sandbox.limits]", *(f"{k} = {toml(v)}" for k, v in limits.items())]
     lines += ["[verify]", *(f"{k} = {toml(v)}" for k, v in verify.items())]
     lines += ["[defaults]", "timeouts = { soft_s = 60, hard_s = 90 }", "verify_timeout_s = 60"]
     world.sample.set_config("\n".join(lines) + "\n")
@@ -979,3 +983,104 @@ def test_uncontained_code_gets_none_of_its_bytes_into_the_record(
         assert committed(world, f"ai/tasks/demo/{planted}") is None
     again = world.next()
     assert again.returncode == 2 and again.stderr.startswith(f"harness: {log}:"), again.stderr
+
+
+# -- 10. limits: a bomb in a test, a worker past its memory -----------------------------------
+
+FORK = """
+def test_fork():
+    pids = []
+    for _ in range(N):
+        pid = os.fork()
+        if pid == 0:
+            import time
+            time.sleep(2)
+            os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    report({"forked": len(pids)})
+"""
+
+
+@pytest.mark.parametrize("hostile", [True, False], ids=["hostile", "twin"])
+def test_a_test_that_forks_thousands_fails_its_check_naming_the_limit(
+    world: World, hostile: bool
+) -> None:
+    lines = evil_source(FORK, N=3000 if hostile else 300)
+    configure(world, test=PYTEST, limits={"processes": 1000})
+    plant(world, lines)
+    base, before = world.sample.head(), snapshot(world.tmp)
+    res = world.next()
+    if not hostile:
+        assert res.returncode == 0, res.stderr
+        (passed,) = named(world, "test_passed")
+        assert "over_limit" not in passed["details"]
+        assert [reported(tail) for tail in tails(world)] == [{"forked": 300}] * 2
+        return
+    assert res.returncode == 1
+    failed = named(world, "test_failed")
+    assert len(failed) == 2  # its retry forks as many
+    said = (
+        "over its limit of processes: it had 1000 processes and threads at once "
+        "(raise it with [sandbox.limits] processes in ai/harness.toml)"
+    )
+    assert failed[0]["details"]["over_limit"] == said
+    assert f"run 1: {said}" in failed[0]["error"] and "\n" not in failed[0]["error"]
+    assert world.sample.names()[-1] == "blocker_encountered"
+    assert_untouched(before, snapshot(world.tmp))
+    assert_branch_kept(world, base, set())
+
+
+HOLDER = """#!/bin/sh
+if [ "$1" = --version ]; then echo "holder-agent 1.0"; exit 0; fi
+# Holds 2 GiB, every page written, then answers.
+"$HARNESS_PYTHON" -I -c "import time; b = bytearray(2 << 30); b[::4096] = b'x' * len(b[::4096]); time.sleep(1)" || exit 9
+cat <<'ANSWER'
+{answer}
+ANSWER
+"""  # noqa: E501
+
+
+@pytest.mark.parametrize("hostile", [True, False], ids=["hostile", "twin"])
+def test_a_worker_past_its_memory_fails_hard_and_its_entry_can_raise_it(
+    world: World, hostile: bool
+) -> None:
+    answer = {
+        "ts": CLOCK,
+        "task_id": "demo",
+        "agent_id": "holder",
+        "status": "ok",
+        "result": {"diffs": [{"file": "src/calc.py", "patch": calc_patch()}]},
+    }
+    program = world.tmp / "holder-agent"
+    program.write_text(HOLDER.format(answer=json.dumps(answer)))
+    program.chmod(0o755)
+    entry: dict[str, Any] = {"id": "holder", "cmd": str(program), "version": ">=1"}
+    entry["capabilities"] = ["localized-impl"]
+    if not hostile:  # the twin: its entry raises the limit the config sets
+        entry["limits"] = {"memory": "4GiB"}
+    reg = world.sample.read_json("ai/agents/registry.json")
+    reg["agents"].append(entry)
+    world.sample.write_json("ai/agents/registry.json", reg)
+    world.sample.write_plan([subtask("T1", agent="holder")])
+    configure(world, test=UNITTEST, limits={"memory": "1GiB"})
+    res = world.next()
+    if not hostile:
+        assert res.returncode == 0, res.stderr
+        assert world.sample.names()[-1] == "step_completed"
+        return
+    assert res.returncode == 1
+    (failed,) = named(world, "subagent_failed")  # hard: not retried
+    said = (
+        "over its limit of memory: its processes held more than 1GiB (raise it with "
+        '"limits": {"memory": …} of agent holder in ai/agents/registry.json, '
+        "or [sandbox.limits] memory in ai/harness.toml)"
+    )
+    assert failed["details"]["kind"] == "hard" and failed["error"] == said
+    (call,) = named(world, "subagent_invoked")
+    meta = orjson.loads(
+        (world.root / "ai/exchanges/demo" / call["details"]["call_id"] / "meta.json").read_bytes()
+    )
+    assert meta["over_limit"] == said and meta["exit_code"] == -9
+    assert world.cli("audit", "demo").returncode == 0

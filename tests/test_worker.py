@@ -9,8 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
-from harness.boundary import worker
+from harness.boundary import proc, worker
 from harness.boundary.registry import Agent
+from harness.spec.limits import Limits
 
 LIMITS = (2000, 100)
 
@@ -162,3 +163,16 @@ def test_a_secret_cut_in_half_at_the_end_is_blanked_too(tmp_path: Path, cut: boo
     worker.redact(path, ["sk-live-123456"], cut)
     tail = b"[REDACTED]" if cut else b"sk-live-12"
     assert path.read_bytes() == b"key [REDACTED] then " + tail
+
+
+def test_a_call_over_a_limit_fails_hard_with_its_line_whatever_it_printed() -> None:
+    agent = Agent("big", "x", ">=0", ("codegen",), (), (), None, limits={"memory": 16 << 30})
+    ended = proc.Result(code=-9, timed_out=None, duration_s=1.0, over="memory")
+    said = worker.over(agent, Limits(), ended)
+    assert said is not None and "more than 16GiB" in said and "agent big" in said
+    outcome = worker.judge(line(answer()), -9, None, "demo", "scripted", LIMITS, said)
+    assert (outcome.status, outcome.kind, outcome.message) == ("error", "hard", said)
+    # The twin: a call that went over nothing is judged on its answer.
+    fine = proc.Result(code=0, timed_out=None, duration_s=1.0)
+    assert worker.over(agent, Limits(), fine) is None
+    assert worker.judge(line(answer()), 0, None, "demo", "scripted", LIMITS).status == "ok"

@@ -124,10 +124,12 @@ class Containment:
             return None
         sandbox.require()
         hide = (self.layout.root, self.layout.state)
+        limits = self.config.sandbox_limits
         if agent is not None:
-            return replace(agent.box(self.layout.root, work, home, hide), writable=False)
+            box = agent.box(self.layout.root, work, home, hide)
+            return replace(box, writable=False, limits=limits.merged(agent.limits))
         network = not self.config.verify.isolate_network
-        return sandbox.Box(work=work, home=home, network=network, hide=hide)
+        return sandbox.Box(work=work, home=home, network=network, hide=hide, limits=limits)
 
     def shown(self, path: str) -> bool:
         """What a worker's copy holds: the visible files, but of ai/ only the role briefs."""

@@ -28,7 +28,7 @@ def _feed(fd: int, data: bytes) -> None:
 
 class Held:
     """bwrap has made the sandbox's namespaces, and its init waits for "go" and the
-    command's stdin on its own before it starts the command (sandbox.INIT). A fresh sandbox
+    command's stdin on its own before it starts the command (pidone.INIT). A fresh sandbox
     still serves one command only; this one is only started sooner. Used by proc.run or
     dropped, never both."""
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from harness.base.errors import HarnessError, InvalidInput
-from harness.boundary import sandbox
+from harness.boundary import pidone, sandbox
 from harness.boundary.pipes import Output
 
 CAP = 64 << 20  # bytes of each output stream kept when the caller names no cap
@@ -34,6 +34,7 @@ class Result:
     leaked: bool = False  # a descendant was still alive when the command itself ended
     survivors: tuple[str, ...] = ()  # their names, when a sandbox could tell
     truncated: tuple[str, ...] = ()  # "stdout", "stderr": streams that went past the cap
+    over: str | None = None  # the sandbox's limit (spec/limits.py) it went over, and was ended at
 
 
 def base_env(
@@ -154,7 +155,8 @@ def run(
     `timed_out` says "idle".
 
     With a `box` the command runs inside that sandbox, and nothing it started outlives it:
-    whatever is alive in its PID namespace when it ends is reported as a leak and killed.
+    whatever is alive in its PID namespace when it ends is reported as a leak and killed;
+    one that goes over a limit of the box is ended, and `over` names the limit.
     `held`, that sandbox started ahead for this command (held.Held), is used when it still
     can be; the command is started afresh when not.
     """
@@ -192,10 +194,11 @@ def run(
         # unless an uncontained daemon that left the group holds one: it gets a grace.
         out.drain(GRACE_S)
         if boxed:
-            report = sandbox.read_report(boxed.report.fileno())
+            report = pidone.read_report(boxed.report.fileno())
             if report is not None:
                 leaked = bool(report.leaked) and timed_out is None
-                return Result(report.code, timed_out, duration, leaked, report.leaked, out.cut)
+                found = (report.leaked, out.cut, report.over)
+                return Result(report.code, timed_out, duration, leaked, *found)
         return Result(proc.returncode, timed_out, duration, leaked, truncated=out.cut)
 
 

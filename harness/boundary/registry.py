@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 from harness.base import files
 from harness.base.errors import Halted, InvalidInput
 from harness.boundary import egress, installed, launchers, probes, proc, sandbox
+from harness.spec import limits
 
 # The roles every shim can take: each CLI reads, edits files and answers in JSON.
 CODING = ("localized-impl", "micro-refactor", "test-author", "doc-writer", "codegen", "review")
@@ -128,6 +129,8 @@ class Agent:
     resume: bool = False  # a retry continues the CLI's own session (sessions.py)
     tools: tuple[str, ...] | None = None  # the only TOOLS it is offered; None: no limit
     model: str | None = None  # the model its CLI is told to use; None: the CLI's own choice
+    # Its own limits over [sandbox.limits] (spec/limits.py), for its calls only
+    limits: dict[str, int | None] = field(default_factory=dict)
 
     @property
     def writes(self) -> bool:
@@ -217,6 +220,9 @@ def load(path: Path, root: Path, raw: bytes | None = None) -> list[Agent]:
             resume=bool(a.get("resume", False)),
             tools=tuple(a["tools"]) if "tools" in a else None,
             model=a.get("model"),
+            limits=limits.parse(
+                a.get("limits", {}), f"ai/agents/registry.json: agent {a['id']}: limits"
+            ),
         )
         for a in data["agents"]
     ]

@@ -4,9 +4,10 @@ A worker and every verify command run in fresh user, mount, PID, IPC, UTS and ne
 namespaces (an agent CLI's network namespace has one way out, through harness's proxy for the
 call: proxy.py): the system read-only, one scratch folder at WORK (writable for a verify
 command; read-only for a worker, whose changes travel in its answer), a private home at
-HOME, a fresh /proc and /tmp, nothing else of the host. A small init (pid 1 inside) runs
-the command, and when it ends lists what is still alive — a setsid or double-forked daemon
-is a leak — then kills everything in the namespace and reports to a file harness owns.
+HOME, a fresh /proc and a sized /tmp, nothing else of the host. A small init (pid 1 inside,
+pidone.py) runs the command within its limits, and when it ends lists what is still alive —
+a setsid or double-forked daemon is a leak — then kills everything in the namespace and
+reports to a file harness owns.
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 import orjson
 
 from harness.base.errors import Halted
-from harness.boundary import forward
+from harness.boundary import forward, pidone
+from harness.spec.limits import Limits
 
 WORK = Path("/sandbox/work")
 HOME = Path("/sandbox/home")
@@ -46,101 +48,6 @@ FIX = (
     'install bubblewrap (apt-get install -y bubblewrap), or set [sandbox] mode = "off" '
     "in ai/harness.toml to run uncontained"
 )
-
-# pid 1 inside the sandbox; it imports nothing it can do without, as it starts every time.
-# Not dumpable, so the command can neither ptrace it nor open its
-# fds through /proc/1/fd; the report fd is closed on exec, so only init writes it. Given a
-# forwarder's spec, it first starts forward.py's listeners (the sandbox's way out), as
-# threads of its own: no process the command could kill or count as its own.
-INIT = r"""
-import os, sys, _signal
-fd = int(sys.argv[1]); spec = sys.argv[2]; held = sys.argv[3]; argv = sys.argv[4:]
-os.set_inheritable(fd, False)
-try:
-    # prctl(PR_SET_DUMPABLE, 0) through _ctypes itself: ctypes's own modules take 3 ms more
-    # of every call's start.
-    import _ctypes
-    _ctypes.call_function(_ctypes.dlsym(_ctypes.dlopen(None), "prctl"), (4, 0, 0, 0, 0))
-except Exception:
-    try:
-        import ctypes
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
-    except Exception:
-        pass
-pid = 0
-def forward(signum, frame):
-    if pid:
-        try: os.killpg(pid, signum)
-        except OSError: pass
-_signal.signal(15, forward)
-_signal.signal(2, forward)
-if held:
-    # Started ahead of its call: the command's stdin comes on ours after "go", and goes to
-    # it as a file; anything else (harness closed the pipe) ends the sandbox unused.
-    got = []
-    while True:
-        chunk = os.read(0, 65536)
-        if not chunk:
-            break
-        got.append(chunk)
-    data = b"".join(got)
-    if not data.startswith(b"go\n"):
-        os._exit(0)
-    mem = os.memfd_create("stdin")
-    rest = memoryview(data)[3:]
-    while rest:
-        rest = rest[os.write(mem, rest):]
-    os.lseek(mem, 0, 0)
-    os.dup2(mem, 0)
-    os.close(mem)
-code = 127
-try:
-    if spec:
-        import json
-        ns = {}
-        exec(FORWARD, ns)
-        ns["start"](json.loads(spec))
-except OSError as exc:
-    os.write(2, f"sandbox: no way out to the network: {exc}\n".encode())
-else:
-    try:
-        # Python ignores SIGPIPE and SIGXFSZ; the command gets them back as from a shell.
-        pid = os.posix_spawnp(argv[0], argv, dict(os.environ), setpgroup=0, setsigdef=(13, 25))
-    except OSError as exc:
-        os.write(2, f"sandbox: cannot execute {argv[0]!r}: {exc.strerror}\n".encode())
-while pid:
-    try:
-        done, status = os.wait()
-    except ChildProcessError:
-        break
-    if done == pid:
-        code = os.waitstatus_to_exitcode(status)
-        break
-me = os.getpid()
-leaked = []
-for name in os.listdir("/proc"):
-    if not name.isdigit() or int(name) == me:
-        continue
-    try:
-        with open(f"/proc/{name}/stat", "rb") as fh:
-            head, _, tail = fh.read().rpartition(b")")
-    except OSError:
-        continue
-    if tail.split()[0] != b"Z":
-        leaked.append(head.partition(b"(")[2].decode("utf-8", "replace"))
-try:
-    os.kill(-1, 9)
-except OSError:
-    pass
-while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        break
-os.ftruncate(fd, 0)
-os.pwrite(fd, "\n".join([str(code), *(n.encode().hex() for n in sorted(leaked))]).encode(), 0)
-os._exit(code if 0 <= code < 256 else 128 - code)
-"""
 
 
 @dataclass(frozen=True)
@@ -190,6 +97,7 @@ class Box:
     hide: tuple[Path, ...] = ()  # host trees no toolchain bind may expose
     binds: tuple[tuple[Path, Path], ...] = ()  # (host, inside), read-only: an agent CLI's install
     programs: tuple[tuple[str, Path], ...] = ()  # linked from BIN: the CLI and its runtime
+    limits: Limits = field(default_factory=Limits)  # what its command may consume (pidone.py)
 
     def inside(self, path: Path) -> Path:
         """Where a host path under `work` or `home` is seen from inside."""
@@ -197,12 +105,6 @@ class Box:
             if path == host or host in path.parents:
                 return seen / path.relative_to(host)
         return path
-
-
-@dataclass(frozen=True)
-class Report:
-    code: int
-    leaked: tuple[str, ...]  # names of processes alive in the namespace after the command
 
 
 def bwrap() -> str | None:
@@ -310,7 +212,11 @@ def prefix(
             argv += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             argv += ["--ro-bind", str(path), str(path)]
-    argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    # Every tmpfs it may write is sized: /tmp and /dev/shm to the limit, bwrap's / and
+    # /dev (each half the host's memory by default) read-only once all is mounted.
+    tmp = [] if box.limits.tmp is None else ["--size", str(box.limits.tmp)]
+    argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev"]
+    argv += [*tmp, "--tmpfs", "/tmp", *tmp, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     for path in toolchain(box.hide):
         argv += ["--ro-bind", str(path), str(path)]
     argv += ["--bind" if box.writable else "--ro-bind", str(box.work), str(WORK)]
@@ -325,17 +231,17 @@ def prefix(
         argv += ["--dir", str(BIN)]
     for name, host in box.programs:
         argv += ["--symlink", str(host), str(BIN / name)]
-    spec, program = "", INIT
+    spec, program = "", pidone.INIT
     if box.egress is not None:
         argv += ["--ro-bind", str(box.egress.socket), str(EGRESS_SOCKET)]
         for name, value in box.egress.env():
             argv += ["--setenv", name, value]
-        spec, program = box.egress.spec(), f"FORWARD = {_forwarder()!r}\n{INIT}"
-    argv += ["--chdir", str(cwd)]
+        spec, program = box.egress.spec(), f"FORWARD = {_forwarder()!r}\n{pidone.INIT}"
+    argv += ["--remount-ro", "/", "--chdir", str(cwd)]
     if init is not None:
         python, fd, _ = init
         argv += ["--as-pid-1", "--", python, "-I", "-S", "-c", program, str(fd), spec]
-        argv.append("1" if held else "")
+        argv += ["1" if held else "", *pidone.args(box.limits, (str(WORK), str(HOME)))]
     else:
         argv.append("--")
     return argv
@@ -423,16 +329,6 @@ def command(
     (held until told to go, with `held`)."""
     init = (sys.executable, report_fd, info_fd)
     return [*prefix(box, box.inside(cwd), init, held), *argv]
-
-
-def read_report(fd: int) -> Report | None:
-    """What init reported, or None when it never got to (the sandbox was killed)."""
-    lines = os.pread(fd, 1 << 20, 0).decode("ascii", "replace").split("\n")
-    try:
-        names = tuple(bytes.fromhex(n).decode("utf-8", "replace") for n in lines[1:])
-        return Report(int(lines[0]), names)
-    except ValueError:
-        return None
 
 
 def child_pid(info: bytes) -> int | None:

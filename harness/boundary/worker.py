@@ -12,6 +12,7 @@ import orjson
 from harness.base import schemas
 from harness.boundary import proc, sandbox
 from harness.boundary.registry import Agent
+from harness.spec.limits import Limits, message
 
 EXIT_KIND = {1: "retryable", 2: "hard"}
 
@@ -94,6 +95,14 @@ def redact(path: Path, secrets: list[str], cut: bool = False) -> None:
         path.write_bytes(cleaned)
 
 
+def over(agent: Agent, limits: Limits, result: proc.Result) -> str | None:
+    """The line a call that went over a limit of its sandbox fails with (`limits`, the
+    config's, under the agent's own), or None."""
+    if result.over is None:
+        return None
+    return message(result.over, limits.merged(agent.limits), agent.id)
+
+
 def judge(
     stdout: bytes,
     code: int,
@@ -101,9 +110,14 @@ def judge(
     task_id: str,
     agent_id: str,
     limits: tuple[int, int],
+    over: str | None = None,
 ) -> Outcome:
-    """Exactly one schema-valid JSON line whose status agrees with the exit code, or a failure."""
+    """Exactly one schema-valid JSON line whose status agrees with the exit code, or a
+    failure. A call `over` a limit of its sandbox (over()) failed hard: the same call would
+    go over again, and the line says which setting raises it."""
     max_bytes, max_artifact = limits
+    if over is not None:
+        return Outcome("error", "hard", over)
     if timed_out is not None:
         return Outcome("error", "timeout", f"killed after the {timed_out} timeout")
     if len(stdout) > max_bytes:

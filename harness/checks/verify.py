@@ -13,6 +13,7 @@ from typing import Any
 from harness.base import files, folders, scope
 from harness.boundary import proc, sandbox
 from harness.checks import junit
+from harness.spec.limits import message
 
 TAIL_LINES = 5
 JUNIT_LIMIT = 64 << 20  # read from what untrusted tests wrote: bounded
@@ -36,12 +37,15 @@ class Run:
     log: Path
     cut: bool = False  # the log stopped at LOG_LIMIT: its whole is not known
     warnings: int = 0  # lines of its output that speak of a warning
+    over: str | None = None  # it went over a limit of its sandbox: the line saying which
 
     @property
     def ok(self) -> bool:
-        return self.code == 0 and not self.timed_out and not self.leaked
+        return self.code == 0 and not self.timed_out and not self.leaked and self.over is None
 
     def why(self) -> str:
+        if self.over is not None:
+            return self.over
         if self.timed_out:
             return "timed out"
         if self.leaked:
@@ -75,6 +79,9 @@ class Check:
         }
         if any(run.leaked for run in self.runs):
             found["process_leak"] = True
+        over = next((run.over for run in self.runs if run.over is not None), None)
+        if over is not None:
+            found["over_limit"] = over
         if not self.passed and len(self.runs) > 1:
             found["flaky"] = self.flaky
         if self.flipped:
@@ -101,6 +108,7 @@ class Check:
                     "exit_code": r.code,
                     "timed_out": r.timed_out,
                     "leaked": r.leaked,
+                    **({"over_limit": r.over} if r.over is not None else {}),
                     "tail": r.tail,
                 }
                 for r in self.runs
@@ -168,7 +176,9 @@ class Runner:
         timed_out = result.timed_out is not None
         cut = bool(result.truncated)
         warned = sum(1 for line in lines if WARNING.search(line))
-        return Run(result.code, timed_out, result.leaked, result.duration_s, tail, log, cut, warned)
+        over = message(result.over, box.limits) if result.over and box is not None else None
+        found = (tail, log, cut, warned, over)
+        return Run(result.code, timed_out, result.leaked, result.duration_s, *found)
 
     def check(self, name: str, command: str, cwd: Path) -> Check:
         return Check(name, command, (self.run(name, command, cwd),), self.network)

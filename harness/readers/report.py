@@ -352,7 +352,7 @@ def _checks(evidence: dict[str, bytes]) -> str:
 def _run(number: int, run: object) -> str:
     if not isinstance(run, dict):
         return f"<div>run {number}: unreadable</div>"
-    flags = [k for k in ("timed_out", "leaked") if run.get(k)]
+    flags = [k for k in ("timed_out", "leaked", "over_limit") if run.get(k)]
     head = f"run {number}: exit {esc(run.get('exit_code'))}" + (
         f", {esc(', '.join(flags))}" if flags else ""
     )

@@ -10,6 +10,8 @@ from typing import Any
 from harness.base import files, schemas
 from harness.base.errors import InvalidInput
 from harness.gate.diffgate import DEFAULT_MANIFESTS
+from harness.spec import limits as limits_mod
+from harness.spec.limits import Limits
 
 DEFAULT_TEXT = """\
 # harness configuration: see the harness README.
@@ -86,6 +88,7 @@ class Config:
     max_output_bytes: int
     max_artifact_bytes: int
     sandbox: str = "bwrap"  # or "off": nothing is contained, and every event says so
+    sandbox_limits: Limits = field(default_factory=Limits)  # [sandbox.limits]: each command's
     limits: dict[str, float] = field(default_factory=dict)  # [budgets]: the task's (budgets.py)
     prices: dict[str, float] = field(default_factory=dict)  # agent -> USD per million tokens
     max_depth: int = 5  # how deep plans may nest
@@ -99,12 +102,20 @@ class Config:
     def boxed(self) -> Config:
         """This config with the boundary on whatever it says: the sandbox, and no network
         for checks. A record's config may be anyone's (a pull request's), and what its
-        checks run is theirs too (docs/trusting-a-record.md)."""
-        return replace(self, sandbox="bwrap", verify=replace(self.verify, isolate_network=True))
+        checks run is theirs too (docs/trusting-a-record.md); so are its limits, held to
+        no more than the defaults."""
+        return replace(
+            self,
+            sandbox="bwrap",
+            verify=replace(self.verify, isolate_network=True),
+            sandbox_limits=self.sandbox_limits.within(Limits()),
+        )
 
     def loosened(self) -> list[str]:
         """How this config opens the boundary, in words: [] when it does not."""
         found = [] if self.contained else ["sandbox off"]
+        if self.sandbox_limits != self.sandbox_limits.within(Limits()):
+            found.append("limits above the defaults")
         return found + ([] if self.verify.isolate_network else ["network for checks"])
 
 
@@ -137,6 +148,7 @@ def load(path: Path, raw: bytes | None = None) -> Config:
             raise InvalidInput(f"ai/harness.toml: $.{key}: {named!r} is no path inside the copy")
     defaults = data.get("defaults", {})
     limits = data.get("limits", {})
+    sandbox = data.get("sandbox", {})
     timeouts = defaults.get("timeouts", {"soft_s": 600, "hard_s": 900})
     if timeouts["soft_s"] > timeouts["hard_s"]:
         raise InvalidInput("ai/harness.toml: $.defaults.timeouts: soft_s exceeds hard_s")
@@ -154,7 +166,10 @@ def load(path: Path, raw: bytes | None = None) -> Config:
         max_files=int(limits.get("max_files", 100)),
         max_output_bytes=int(limits.get("max_output_bytes", 8_000_000)),
         max_artifact_bytes=int(limits.get("max_artifact_bytes", 1_000_000)),
-        sandbox=data.get("sandbox", {}).get("mode", "bwrap"),
+        sandbox=sandbox.get("mode", "bwrap"),
+        sandbox_limits=Limits().merged(
+            limits_mod.parse(sandbox.get("limits", {}), "ai/harness.toml: $.sandbox.limits")
+        ),
         limits=dict(data.get("budgets", {})),
         prices=dict(data.get("prices", {})),
         max_depth=int(limits.get("max_depth", 5)),

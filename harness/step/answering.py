@@ -44,6 +44,9 @@ def answer(job: Subtask, flight: Flight) -> worker.Outcome:
             "exit_code": result.code,
             "timed_out": result.timed_out,
         }
+        went_over = worker.over(agent, task.config.sandbox_limits, result)
+        if went_over is not None:
+            made["over_limit"] = went_over
         if lost is not None:
             made["lost"] = lost
         if outcome.cli_argv is not None:
@@ -77,6 +80,7 @@ def answer(job: Subtask, flight: Flight) -> worker.Outcome:
             task.task_id,
             agent.id,
             limits,
+            meta.get("over_limit"),
         ),
         call.prompt["payload"]["write_scope"],
     )
@@ -90,9 +94,12 @@ def judged(job: Subtask, flight: Flight, result: proc.Result) -> worker.Outcome:
     assert flight.staging is not None
     limits = (task.config.max_output_bytes, task.config.max_artifact_bytes)
     stdout = (flight.staging / "stdout.ndjson").read_bytes()
+    went_over = worker.over(agent, task.config.sandbox_limits, result)
     return lost_edit(
         job.sub,
-        worker.judge(stdout, result.code, result.timed_out, task.task_id, agent.id, limits),
+        worker.judge(
+            stdout, result.code, result.timed_out, task.task_id, agent.id, limits, went_over
+        ),
         flight.call.prompt["payload"]["write_scope"],
     )
 

@@ -123,7 +123,10 @@ def answer(
         timeouts = call.prompt["payload"]["timeouts"]
         ran = contain.call(agent, git, base, staging, timeouts, scratch / "worker")
         stdout = (staging / "stdout.ndjson").read_bytes()
-        outcome = worker.judge(stdout, ran.code, ran.timed_out, task_id, agent.id, limits)
+        went_over = worker.over(agent, cfg.sandbox_limits, ran)
+        outcome = worker.judge(
+            stdout, ran.code, ran.timed_out, task_id, agent.id, limits, went_over
+        )
         meta = {
             "task_id": task_id,
             "subtask": "draft",
@@ -132,12 +135,19 @@ def answer(
             "argv": agent.argv(root),
             "exit_code": ran.code,
             "timed_out": ran.timed_out,
+            **({"over_limit": went_over} if went_over is not None else {}),
         }
         exchanges.commit(staging, final, call, outcome, meta, ledger)
     else:
         found = recorded.meta
         outcome = worker.judge(
-            recorded.stdout, found["exit_code"], found["timed_out"], task_id, agent.id, limits
+            recorded.stdout,
+            found["exit_code"],
+            found["timed_out"],
+            task_id,
+            agent.id,
+            limits,
+            found.get("over_limit"),
         )
     return outcome
 

@@ -206,31 +206,6 @@ def test_an_edit_the_policy_refuses_refuses_the_answer() -> None:
         opencode.check_tools([tool("write", {"filePath": "/w/setup.py"})], launch, "/w", True)
 
 
-def test_the_repositorys_opencode_config_is_hidden_for_the_run_and_put_back(
-    tmp_path: Path,
-) -> None:
-    box = shim.Sandbox(tmp_path / "work")
-    (box.root / ".opencode" / "plugin").mkdir(parents=True)
-    (box.root / ".opencode" / "plugin" / "p.js").write_text("x")
-    (box.root / "opencode.json").write_text("{}")
-    with opencode.hidden(box):
-        assert sorted(p.name for p in box.root.iterdir()) == []
-    assert (box.root / ".opencode" / "plugin" / "p.js").read_text() == "x"
-    assert (box.root / "opencode.json").read_text() == "{}"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
-
-
-def test_an_opencode_config_made_during_the_run_is_removed_and_refused(tmp_path: Path) -> None:
-    box = shim.Sandbox(tmp_path / "work")
-    box.root.mkdir()
-    (box.root / "opencode.jsonc").write_text("{}")
-    refused = pytest.raises(shim.ShimError, match=r"opencode made opencode\.json")
-    with refused as caught, opencode.hidden(box):
-        (box.root / "opencode.json").write_text('{"plugin": ["x"]}')
-    assert caught.value.kind == "hard"
-    assert sorted(p.name for p in box.root.iterdir()) == ["opencode.jsonc"]
-
-
 def test_the_plugin_manifest_makes_opencode_skip_npm(tmp_path: Path) -> None:
     opencode.quiet_plugins(tmp_path)
     folder = tmp_path / ".config" / "opencode"
@@ -291,6 +266,16 @@ def test_a_real_opencode_edit_is_gated_checked_committed_audited_and_replayed(
         (s.root / "plugin.js").write_text(PLUGIN % "pwned-by-opencode-json")
         (s.root / ".opencode" / "plugin").mkdir(parents=True)
         (s.root / ".opencode" / "plugin" / "p.js").write_text(PLUGIN % "pwned-by-dot-opencode")
+        # And the skills it would offer the model, each a marker the model API would see.
+        skills = {
+            f"{top}/skills/evil/SKILL.md": real_clis.skill(f"REPO-{name}-SKILL-MARKER")
+            for top, name in (
+                (".opencode", "OPENCODE"),
+                (".claude", "CLAUDE"),
+                (".agents", "AGENTS"),
+            )
+        }
+        real_clis.write_files(s.root, skills)
         plan_for(s, "opencode")
         check = s.cli("registry", "check", env=env)
         assert check.returncode == 0, check.stdout + check.stderr
@@ -299,7 +284,10 @@ def test_a_real_opencode_edit_is_gated_checked_committed_audited_and_replayed(
         assert api.remaining() == [] and api.problems == []
         assert api.tools_offered() == ["edit", "glob", "grep", "read", "write"]
         mains = api.main_requests()
+        seen = orjson.dumps([r["body"] for r in api.requests]).decode()
     meta, result = real_clis.landed_once(s)
+    assert not list(s.root.glob("pwned-by-*"))
+    assert not real_clis.MARKER_WORDS.findall(seen)
     # One request a model turn (read, edit, answer): no title call, nothing else.
     assert [r["path"] for r in mains] == ["/v1/chat/completions"] * 3
     assert all(r["headers"]["authorization"] == f"Bearer {KEY}" for r in mains)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.base import scope
 from harness.workers import cliprocess, prompts, shim
 
 from .builders import FAST
@@ -207,3 +210,151 @@ def test_answer_in_takes_the_answer_fields_of_the_last_json_block() -> None:
     # Its twin: no JSON object anywhere is the CLI's failure, named in one line.
     with pytest.raises(shim.ShimError, match=r"^x's reply holds no JSON object$"):
         shim.answer_in("done, no json", "x's reply")
+
+
+# -- what a repository could configure its CLI with ------------------------------------------
+
+CLAUDE_LIKE = ("**/.claude", ".mcp.json", ".github/hooks")
+
+
+@pytest.mark.parametrize(
+    ("path", "folder", "held"),
+    [
+        (".claude", False, True),
+        (".claude/settings.json", False, True),
+        ("pkg/sub/.claude/skills/x/SKILL.md", False, True),
+        (".mcp.json", False, True),
+        (".github/hooks/h.json", False, True),
+        ("CLAUDE.md", False, False),
+        ("AGENTS.md", False, False),
+        ("src/.mcp.json", False, False),  # read at the project's top only
+        (".claude.md", False, False),
+        (".github", False, False),  # a file of that name holds nothing
+        (".github", True, True),  # a link to a folder could show .github/hooks there
+        ("cfg", True, True),  # and any folder could show a .claude
+        (".github/workflows/ci.yml", False, False),
+    ],
+)
+def test_a_path_is_withheld_when_it_or_a_folder_above_it_is_named(
+    path: str, folder: bool, held: bool
+) -> None:
+    assert shim.is_withheld(path, CLAUDE_LIKE, folder) is held
+    assert not shim.is_withheld(path, (), folder)
+
+
+def _repository(root: Path) -> None:
+    files = {
+        "src/calc.py": "x = 1\n",
+        "CLAUDE.md": "Use tabs.\n",
+        ".mcp.json": '{"mcpServers": {}}\n',
+        ".claude/settings.json": '{"hooks": {}}\n',
+        "pkg/.claude/skills/s/SKILL.md": "---\nname: s\n---\n",
+        "cfg/settings.json": '{"hooks": {}}\n',
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / "alias").symlink_to("cfg")  # a committed `alias -> cfg`: a second .claude, say
+    (root / "calc-link.py").symlink_to("src/calc.py")  # a link to a file: an ordinary file
+
+
+def test_the_sandbox_leaves_withheld_files_out_and_the_diffs_show_no_deletion(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "copy"
+    source.mkdir()
+    _repository(source)
+    box = shim.Sandbox.create(source, ["**"], [], tmp_path, CLAUDE_LIKE)
+    shown = sorted(
+        str(p.relative_to(box.root)) for p in box.root.rglob("*") if ".git" not in p.parts
+    )
+    assert shown == ["CLAUDE.md", "calc-link.py", "cfg", "cfg/settings.json", "src", "src/calc.py"]
+    assert box.diffs() == []  # nothing withheld reads as deleted
+    (box.root / "src" / "calc.py").write_text("x = 2\n")
+    assert [d["file"] for d in box.diffs()] == ["src/calc.py"]
+    # The twin: a CLI without a list sees every visible file.
+    (tmp_path / "other").mkdir()
+    open_box = shim.Sandbox.create(source, ["**"], [], tmp_path / "other", ())
+    assert (open_box.root / ".claude" / "settings.json").is_file()
+    assert (open_box.root / "alias").is_symlink()
+
+
+@pytest.mark.parametrize(
+    "made", [".claude/settings.local.json", "sub/.claude/agents/a.md", ".mcp.json"]
+)
+def test_a_cli_that_writes_a_withheld_path_has_its_whole_diff_refused(
+    made: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "copy"
+    (source / "src").mkdir(parents=True)
+    (source / "src" / "calc.py").write_text("x = 1\n")
+    box = shim.Sandbox.create(source, ["**"], [], tmp_path, CLAUDE_LIKE)
+    (box.root / "src" / "calc.py").write_text("x = 2\n")
+    (box.root / made).parent.mkdir(parents=True, exist_ok=True)
+    (box.root / made).write_text('{"hooks": {"Stop": []}}\n')
+    with pytest.raises(shim.ShimError, match="withholds those paths") as refused:
+        box.diffs()
+    assert refused.value.kind == "hard" and made in str(refused.value)
+
+
+@pytest.mark.parametrize("config", [True, False], ids=["writes-config", "twin"])
+def test_a_refused_diff_is_an_error_line_with_no_diff(
+    config: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    """Through the shim's whole life: a call whose CLI wrote a withheld file answers a hard
+    error that carries no diff; its twin, the same edit alone, lands it."""
+    (tmp_path / "copy" / "src").mkdir(parents=True)
+    (tmp_path / "copy" / "src" / "calc.py").write_text("x = 1\n")
+    (tmp_path / "home").mkdir()
+    monkeypatch.chdir(tmp_path / "copy")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    context = {"task_id": "t", "ts": "1970-01-01T00:00:00Z"}
+    context["payload"] = {"visible": ["**"], "readonly": []}  # type: ignore[assignment]
+    env = shim.Envelope(context, {"payload": {"write_scope": "src/**"}})
+    monkeypatch.setattr(shim, "read_envelope", lambda data: env)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+
+    def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
+        (box.root / "src" / "calc.py").write_text("x = 2\n")
+        if config:
+            (box.root / ".claude").mkdir()
+            (box.root / ".claude" / "settings.json").write_text("{}")
+        return {"notes": []}
+
+    code = shim.main("claude", work, lambda: "", [], CLAUDE_LIKE)
+    line = orjson.loads(capsysbinary.readouterr().out)
+    if config:
+        assert code == shim.EXIT["hard"] and line["status"] == "error"
+        assert ".claude/settings.json" in line["error"]["message"] and "result" not in line
+    else:
+        assert code == 0 and [d["file"] for d in line["result"]["diffs"]] == ["src/calc.py"]
+
+
+SEGMENTS = st.sampled_from([".claude", ".github", "hooks", "src", "a.json", ".mcp.json", "x"])
+
+
+@FAST
+@given(
+    st.lists(SEGMENTS, min_size=1, max_size=5).map("/".join),
+    st.lists(st.sampled_from([*CLAUDE_LIKE, "**/.codex", "*.json", ".github/*/x"]), max_size=3),
+)
+def test_a_withheld_file_is_one_a_pattern_or_a_folder_above_it_matches(
+    path: str, patterns: list[str]
+) -> None:
+    """The scope globs as the oracle: a file is withheld exactly when `P` or `P/**` takes it."""
+    oracle = any(scope.matches(path, [p, f"{p}/**"]) for p in patterns)
+    assert shim.is_withheld(path, tuple(patterns)) is oracle
+
+
+def test_instructions_files_are_fenced_as_the_repositorys_and_links_skipped(tmp_path: Path) -> None:
+    (tmp_path / "CLAUDE.md").write_text("Use tabs.\n")
+    (tmp_path / "AGENTS.md").symlink_to("/etc/hostname")  # what the sandbox does not hold
+    (tmp_path / "CLAUDE.local.md").write_text("x" * (prompts.MAX_INSTRUCTIONS + 10))
+    text = prompts.instructions(tmp_path, ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "NO.md"))
+    assert '<<<instructions "CLAUDE.md" from repository id ' in text and "Use tabs." in text
+    assert '"AGENTS.md"' not in text and "x" * prompts.MAX_INSTRUCTIONS in text
+    assert "x" * (prompts.MAX_INSTRUCTIONS + 1) not in text
+    assert prompts.instructions(tmp_path / "none", ("CLAUDE.md",)) == ""

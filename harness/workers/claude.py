@@ -1,8 +1,8 @@
 """The Claude Code worker: `claude -p` in a sandbox, its JSON result turned into one answer line.
 
 The prompt goes on stdin (never argv, where `ps` and logs would show it), shell tools stay off
-but for the commands the registry allows,
-and the diffs are computed by the shared shim from the sandbox, never taken from the model.
+but for the commands the registry allows, and the diffs are computed by the shared shim from
+the sandbox, never taken from the model.
 """
 
 from __future__ import annotations
@@ -78,9 +78,15 @@ HARD_TEXT = re.compile(r"authentication_failed|billing_error|invalid_request", r
 HARD_SUBTYPES = frozenset({"error_max_turns", "error_max_budget_usd"})
 
 TAIL = 500
-# The fields of claude's `usage` that count tokens the model read (its output_tokens, those
-# it wrote).
+# The fields of claude's `usage` counting tokens the model read (output_tokens: it wrote).
 READ_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+# Where a repository configures claude 2.1.332 (docs/agent-sandboxes.md): settings, MCP
+# servers, and any `.claude` folder's skills, agents, commands, rules (nested ones too).
+WITHHELD = ("**/.claude", ".mcp.json")
+# --setting-sources user keeps claude from reading these: the shim hands it them, fenced.
+INSTRUCTIONS = ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md")
 
 
 def version() -> str:
@@ -130,8 +136,8 @@ def command(
     # (subagents, web fetch and search among them). --tools is what it is offered at all.
     argv += ["--tools", ",".join(offered(env.writable, launch))]
     # No MCP server at all: with no --mcp-config, none of the user's settings and none a
-    # repository's committed .mcp.json names starts, so no tool of one reaches the model.
-    argv.append("--strict-mcp-config")
+    # repository's .mcp.json names starts; and only the user's settings and the shim's.
+    argv += ["--strict-mcp-config", "--setting-sources", "user"]
     argv.append("--verbose")  # the output lists each tool call and its result (check_edits)
     if env.resumes is not None:
         # The retried call's conversation goes on, under a new id: the old one stays as it was.
@@ -241,7 +247,7 @@ def _bash_rule(pattern: str) -> str:
 
 def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str, Any]:
     brief = prompts.role_brief(str(env.payload["role"]), Path.cwd(), launch)
-    prompt = prompts.render(env, brief, launch)
+    prompt = prompts.render(env, brief, launch) + prompts.instructions(box.root, INSTRUCTIONS)
     argv = command(env, box, brief, launch, shim.home())
     ran = cliprocess.run_cli(argv, env, box, prompt, OWN_ENV | idle_env(env))
     final = result_message(ran)
@@ -437,7 +443,7 @@ def _metrics(final: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return shim.main("claude", work, version, argv)
+    return shim.main("claude", work, version, argv, WITHHELD)
 
 
 if __name__ == "__main__":

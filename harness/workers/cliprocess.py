@@ -50,6 +50,9 @@ def run_cli(
         (work / "prompt.txt").write_text(prompt, "utf-8")
         child_env = {k: v for k, v in os.environ.items() if k not in ("CLAUDECODE",)}
         child_env |= extra_env or {}
+        # A CLI that takes its project from PWD (opencode does) would find the shim's own
+        # working copy, which holds the files the sandbox withholds.
+        child_env["PWD"] = str(box.root)
         limits = env.payload["timeouts"]
         try:
             result = proc.run(

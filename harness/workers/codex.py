@@ -97,6 +97,14 @@ _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 PROVIDER = "harness"
 
 
+# Where a repository configures codex 0.169.0 (docs/agent-sandboxes.md, "What a repository
+# could configure"): `.codex` (config.toml with notify, sandbox_mode, MCP servers and
+# hooks; hooks.json, agents, skills, rules) and `.agents` (skills, plugin marketplaces),
+# wherever codex would look for them. Never in the sandbox (nor is the project trusted,
+# so codex would skip a project config anyway); AGENTS.md stays, as instructions only.
+WITHHELD = ("**/.codex", "**/.agents")
+
+
 def version() -> str:
     return cliprocess.cli_version("codex", f"codex-cli {__version__}")
 
@@ -271,7 +279,7 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    return shim.main("codex", work, version, argv)
+    return shim.main("codex", work, version, argv, WITHHELD)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,29 @@ TAIL = 500
 MAX_PREMIUM = 1_000_000
 
 
+# Where a repository configures copilot 1.0.102 (docs/agent-sandboxes.md, "What a repository
+# could configure"): its repository settings (hooks among them, claude's settings files read
+# as more of the same), hook files, MCP servers, custom agents, skills and extensions. An
+# untrusted folder loads none of them; they are not in the sandbox either. AGENTS.md,
+# CLAUDE.md, GEMINI.md and .github/copilot-instructions.md and instructions/ stay, as
+# instructions only.
+WITHHELD = (
+    ".github/copilot",
+    ".github/hooks",
+    ".github/agents",
+    ".github/skills",
+    ".github/extensions",
+    ".github/mcp.json",
+    ".mcp.json",
+    ".copilot",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".claude/agents",
+    ".claude/skills",
+    ".agents/skills",
+)
+
+
 def version() -> str:
     return cliprocess.cli_version("copilot", f"copilot-cli {__version__}")
 
@@ -244,7 +267,7 @@ def event_metrics(events: list[dict[str, Any]], usage: dict[str, Any]) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    return shim.main("copilot", work, version, argv)
+    return shim.main("copilot", work, version, argv, WITHHELD)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,15 @@ SHELL_TOOL = "run_shell_command"
 TAIL = 500
 
 
+# Where a repository configures gemini-cli 0.61.0 (docs/agent-sandboxes.md, "What a
+# repository could configure"): `.gemini` (settings.json with hooks, MCP servers and a tool
+# discovery command; .env; commands, skills, agents, extensions, policies), `.agents`
+# (skills) and the `.env` gemini loads into its own environment. --skip-trust makes the
+# sandbox a trusted folder, which would load them all: they are never in it. GEMINI.md
+# stays, as instructions only.
+WITHHELD = (".gemini", ".agents", ".env")
+
+
 def version() -> str:
     return cliprocess.cli_version("gemini", f"gemini-cli {__version__}")
 
@@ -160,6 +169,8 @@ def settings(
         "tools": {"exclude": excluded},
         # No usage statistics: no traffic beside the model's (its proxy would refuse it).
         "privacy": {"usageStatisticsEnabled": False},
+        # No `.env` of the folders it runs in: only the home's (the sandbox's own).
+        "advanced": {"ignoreLocalEnv": True},
     }
     if turns is not None:
         doc["model"] = {"maxSessionTurns": turns}
@@ -358,7 +369,7 @@ def _metrics(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return shim.main("gemini", work, version, argv)
+    return shim.main("gemini", work, version, argv, WITHHELD)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ into one answer line.
 The prompt goes on stdin, never argv, where `ps` and logs would show it (`opencode run` reads
 a non-TTY stdin as the message). OpenCode takes its whole configuration from the shim, in
 OPENCODE_CONFIG_CONTENT: no file in the repository it edits (its opencode.json and .opencode
-folder are moved out of the sandbox while it runs, so a committed one can neither widen the
-worker's tools nor run a plugin), none in the user's home. Its permissions allow exactly the
+folder are never in the sandbox, so a committed one can neither widen the worker's tools nor
+run a plugin), none in the user's home. Its permissions allow exactly the
 tools the call needs and deny the rest, which headless opencode then never offers the model:
 it would reject, silently, any permission it had to ask for. The final answer is the JSON
 object in its last reply's text; the diffs are computed by the shared shim from the sandbox,
@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +52,10 @@ PLUGIN = "@opencode-ai/plugin"
 
 # How a repository configures opencode. opencode 1.18.33 reads them, and runs a plugin they
 # name, whatever OPENCODE_DISABLE_PROJECT_CONFIG and OPENCODE_PURE say: a committed
-# `.opencode/plugin/x.js` would run in the worker with its key. So they are out of the
-# sandbox while opencode runs (`hidden`).
-HIDDEN = ("opencode.json", "opencode.jsonc", ".opencode")
+# `.opencode/plugin/x.js` would run in the worker with its key. So they are never in the
+# sandbox (shim.Sandbox.withheld), nor are the skill folders it scans when
+# OPENCODE_DISABLE_EXTERNAL_SKILLS is not set (docs/agent-sandboxes.md). AGENTS.md stays.
+WITHHELD = ("opencode.json", "opencode.jsonc", ".opencode", ".claude/skills", ".agents/skills")
 
 # opencode's tools by the policy tool each one is; `edit` is also the permission of `write`
 # and `apply_patch`: opencode cannot allow one without the others.
@@ -188,10 +186,9 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     doc = config(env.writable, launch, environ, model, idle_s)
     quiet_plugins(shim.home())
     extra = OWN_ENV | {"OPENCODE_CONFIG_CONTENT": orjson.dumps(doc).decode()}
-    with hidden(box):
-        # Not `streams`: opencode prints a part only once it is whole, so a long answer is
-        # silent; a stuck model API is what the provider's timeouts above catch.
-        ran = cliprocess.run_cli(command(env, box, model), env, box, prompt, extra)
+    # Not `streams`: opencode prints a part only once it is whole, so a long answer is
+    # silent; a stuck model API is what the provider's timeouts above catch.
+    ran = cliprocess.run_cli(command(env, box, model), env, box, prompt, extra)
     events = codex_events.parse_events(ran.stdout)
     check(ran, events)
     check_tools(events, launch, str(box.root), env.writable)
@@ -199,39 +196,6 @@ def work(env: shim.Envelope, box: shim.Sandbox, launch: shim.Launch) -> dict[str
     answer["metrics"] = metrics.measured(answer.get("metrics"), event_metrics(events))
     answer["prompt"] = prompt
     return answer
-
-
-@contextmanager
-def hidden(box: shim.Sandbox) -> Iterator[None]:
-    """The repository's opencode config (HIDDEN) moved out of the sandbox for the run, then
-    put back as it was. One opencode made there in the meantime is removed, and refuses the
-    answer (hard): it could be read by the next opencode run on the branch."""
-    side = shim.fresh_folder(box.root.parent, "opencode-hidden")
-    moved = [name for name in HIDDEN if _present(box.root / name)]
-    for name in moved:
-        os.replace(box.root / name, side / name)
-    try:
-        yield
-    finally:
-        made = [name for name in HIDDEN if _present(box.root / name)]
-        for name in made:
-            _remove(box.root / name)
-        for name in moved:
-            os.replace(side / name, box.root / name)
-        shutil.rmtree(side, ignore_errors=True)
-    if made:
-        raise shim.ShimError(f"opencode made {made[0]}, a config of its own, which no call may")
-
-
-def _present(path: Path) -> bool:
-    return path.exists() or path.is_symlink()
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()
 
 
 def _obj(value: object) -> dict[str, Any]:
@@ -360,7 +324,7 @@ def event_metrics(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return shim.main("opencode", work, version, argv)
+    return shim.main("opencode", work, version, argv, WITHHELD)
 
 
 if __name__ == "__main__":

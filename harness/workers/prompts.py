@@ -55,6 +55,26 @@ def fence(kind: str, name: str, source: str, text: str) -> str:
     return f"<<<{kind} {quoted} from {source} id {tag}\n{body}>>>{kind} id {tag}\n"
 
 
+# Past this, an instructions file is cut: it is context, never a way to crowd out the task.
+MAX_INSTRUCTIONS = 40_000
+
+
+def instructions(root: Path, names: tuple[str, ...]) -> str:
+    """The repository's instructions files among `names` (top-level files of the sandbox at
+    `root`), each fenced as the repository's text: what a CLI that is kept from reading its
+    project's files itself would have read. A link or a missing file is skipped."""
+    found = []
+    for name in names:
+        path = root / name
+        if path.is_symlink() or not path.is_file():
+            continue
+        text = path.read_bytes()[:MAX_INSTRUCTIONS].decode("utf-8", "replace")
+        found.append(fence("instructions", name, "repository", text))
+    if not found:
+        return ""
+    return "\nThe repository's instructions for agents working in it:\n\n" + "\n".join(found)
+
+
 def render(env: Envelope, brief: str, launch: Launch) -> str:
     """The task as the model reads it: role brief, goal, constraints, inputs, expected answer."""
     p = env.payload

@@ -2,14 +2,16 @@
 (the prompt is in prompts.py, the CLI run as a process in cliprocess.py).
 
 A shim reads the two envelope lines, copies the visible files of its working directory (a
-scratch worktree of the base commit) into a throw-away git sandbox, lets the CLI work there,
-computes the diffs itself with git, and prints exactly one result line, naming the registry
+scratch worktree of the base commit) into a throw-away git sandbox, leaving out the files by
+which a repository would configure its CLI (`withheld`), lets the CLI work there, computes
+the diffs itself with git, and prints exactly one result line, naming the registry
 id it runs as (`--agent-id`, else the shim's own name). Its `--version` reports the version
 of the CLI it drives, which is what a registry range is about.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shutil
@@ -63,41 +65,86 @@ def _git(root: Path, *args: str) -> str:
     return done.stdout
 
 
+def is_withheld(path: str, patterns: tuple[str, ...], folder: bool = False) -> bool:
+    """Whether the repository path `path` is one of `patterns` (globs of `/`-separated
+    segments, `**` any number of them) or lies below one. A `folder` (a link to one, as
+    the CLI would follow it) is also withheld when something below it could match: a
+    committed `cfg -> .claude`-style link must not show the CLI what its name hides."""
+    parts = path.split("/")
+    return any(_below(parts, pattern.split("/"), folder) for pattern in patterns)
+
+
+def _below(parts: list[str], pattern: list[str], folder: bool) -> bool:
+    if not pattern:
+        return True  # the pattern named this path or a folder above it
+    if not parts:
+        return folder or all(p == "**" for p in pattern)
+    if pattern[0] == "**":
+        return _below(parts, pattern[1:], folder) or _below(parts[1:], pattern, folder)
+    return fnmatch.fnmatchcase(parts[0], pattern[0]) and _below(parts[1:], pattern[1:], folder)
+
+
 @dataclass
 class Sandbox:
     """A git repository holding only the visible files; readonly ones are not writable.
 
-    `argv` is the command line the CLI was last started with there, for the answer line."""
+    `withheld` are the paths by which a repository would configure the CLI (its settings,
+    hooks, MCP servers, plugins, skills, env files): never copied in, so the CLI never reads
+    them, and no diff may add one. `argv` is the command line the CLI was last started with
+    there, for the answer line."""
 
     root: Path
     readonly: list[str] = field(default_factory=list)
     argv: list[str] | None = None
+    withheld: tuple[str, ...] = ()
 
     @classmethod
-    def create(cls, source: Path, visible: list[str], readonly: list[str], parent: Path) -> Sandbox:
+    def create(
+        cls,
+        source: Path,
+        visible: list[str],
+        readonly: list[str],
+        parent: Path,
+        withheld: tuple[str, ...] = (),
+    ) -> Sandbox:
         root = fresh_folder(parent, "work")
         kept = []
         for path in _files(source):
-            if scope.matches(path, visible) and not path.startswith(".git"):
-                target = root / path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source / path, target, follow_symlinks=False)
-                kept.append(path)
+            if not scope.matches(path, visible) or path.startswith(".git"):
+                continue
+            # Left out, not deleted: the sandbox's base commit never has them, so the diffs
+            # computed from it cannot show them removed.
+            if is_withheld(path, withheld, (source / path).is_dir()):
+                continue
+            target = root / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / path, target, follow_symlinks=False)
+            kept.append(path)
         _git(root, "init", "-q", "-b", "sandbox")
         _git(root, "add", "-A")
         _git(root, "commit", "-q", "--allow-empty", "-m", "base")
-        box = cls(root, [p for p in kept if scope.matches(p, readonly)])
+        box = cls(root, [p for p in kept if scope.matches(p, readonly)], withheld=withheld)
         for path in box.readonly:
             mode = (root / path).stat().st_mode
             (root / path).chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
         return box
 
     def diffs(self) -> list[dict[str, str]]:
-        """One git-style patch per changed file (added and deleted files included)."""
+        """One git-style patch per changed file (added and deleted files included). A file
+        the CLI made where its configuration would be read refuses them all (hard): landed,
+        it would configure the next call's CLI from the repository."""
         _git(self.root, "add", "-A")
         names = _git(self.root, "diff", "--cached", "--name-only", "-z", "--no-renames")
+        changed = sorted(filter(None, names.split("\0")))
+        made = [p for p in changed if is_withheld(p, self.withheld, (self.root / p).is_dir())]
+        if made:
+            raise ShimError(
+                f"the CLI wrote {made[0][:200]}, where a repository would configure it: "
+                "harness withholds those paths from every agent call (docs/agent-sandboxes.md), "
+                "so no call may write one; a person changes them"
+            )
         found = []
-        for path in sorted(filter(None, names.split("\0"))):
+        for path in changed:
             patch = _git(
                 self.root,
                 "diff",
@@ -318,8 +365,10 @@ def main(
     work: Callable[[Envelope, Sandbox, Launch], dict[str, Any]],
     version: Callable[[], str],
     argv: list[str] | None = None,
+    withheld: tuple[str, ...] = (),
 ) -> int:
-    """The shim's whole life: --version, or one envelope in and one line out."""
+    """The shim's whole life: --version, or one envelope in and one line out. `withheld`
+    are the paths its CLI would take configuration from (Sandbox.withheld)."""
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, _stopped)
     if args == ["--version"]:
@@ -336,7 +385,7 @@ def main(
         launch = parse_launch(args)
         env = read_envelope(sys.stdin.buffer.read())
         ctx = env.context["payload"]
-        box = Sandbox.create(Path.cwd(), ctx["visible"], ctx["readonly"], home())
+        box = Sandbox.create(Path.cwd(), ctx["visible"], ctx["readonly"], home(), withheld)
         result = work(env, box, launch)
         over_budget(env, result)
         if env.writable:

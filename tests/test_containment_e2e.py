@@ -124,6 +124,17 @@ def evil_answer(lines: list[str]) -> dict[str, Any]:
     return ok("T1", (EVIL, new_file_patch(EVIL, lines)))
 
 
+def calc_answer(agent_id: str) -> dict[str, Any]:
+    """A worker's ok answer line carrying the sample's one calc.py change."""
+    return {
+        "ts": CLOCK,
+        "task_id": "demo",
+        "agent_id": agent_id,
+        "status": "ok",
+        "result": {"diffs": [{"file": "src/calc.py", "patch": calc_patch()}]},
+    }
+
+
 def evil_subtask(sid: str = "T1", **fields: Any) -> dict[str, Any]:
     return subtask(sid, write_scope=["tests/**"], creates=[EVIL], **fields)
 
@@ -764,13 +775,7 @@ def test_a_worker_program_sees_only_its_copy(world: World, hostile: bool) -> Non
             "key": "tests/test_calc.py",
             "secret": "README.md",
         }
-    answer = {
-        "ts": CLOCK,
-        "task_id": "demo",
-        "agent_id": "evil",
-        "status": "ok",
-        "result": {"diffs": [{"file": "src/calc.py", "patch": calc_patch()}]},
-    }
+    answer = calc_answer("evil")
     program = tmp / "evil-agent"
     quoted = {k: shlex.quote(str(v)) for k, v in paths.items()}
     program.write_text(WORKER.format(answer=json.dumps(answer), **quoted))
@@ -1046,13 +1051,7 @@ ANSWER
 def test_a_worker_past_its_memory_fails_hard_and_its_entry_can_raise_it(
     world: World, hostile: bool
 ) -> None:
-    answer = {
-        "ts": CLOCK,
-        "task_id": "demo",
-        "agent_id": "holder",
-        "status": "ok",
-        "result": {"diffs": [{"file": "src/calc.py", "patch": calc_patch()}]},
-    }
+    answer = calc_answer("holder")
     program = world.tmp / "holder-agent"
     program.write_text(HOLDER.format(answer=json.dumps(answer)))
     program.chmod(0o755)

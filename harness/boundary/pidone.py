@@ -80,7 +80,7 @@ def full():
     if any(start - free(path) > disk for path, start in started):
         return "disk"
     return ""
-def held(name):
+def resident(name):
     # Proportional: a page that forked processes share counts once among them. A process
     # whose smaps init may not read (one that made itself undumpable) counts whole.
     for path, keys in ((f"/proc/{name}/smaps_rollup", (b"Pss_Anon", b"Pss_Shmem")),
@@ -105,7 +105,7 @@ def sample():
             continue
     if tasks and count >= tasks:
         return "processes"
-    if memory and sum(held(name) for name in names) * 1024 > memory:
+    if memory and sum(resident(name) for name in names) * 1024 > memory:
         return "memory"
     return full()
 def reap():

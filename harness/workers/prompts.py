@@ -68,7 +68,8 @@ def instructions(root: Path, names: tuple[str, ...]) -> str:
         path = root / name
         if path.is_symlink() or not path.is_file():
             continue
-        text = path.read_bytes()[:MAX_INSTRUCTIONS].decode("utf-8", "replace")
+        with path.open("rb") as fh:  # no more than is kept: the file may be of any size
+            text = fh.read(MAX_INSTRUCTIONS).decode("utf-8", "replace")
         found.append(fence("instructions", name, "repository", text))
     if not found:
         return ""
